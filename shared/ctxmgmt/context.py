@@ -1,0 +1,123 @@
+"""The :class:`Context` a memory returns: ordered blocks with provenance and token counts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ctxmgmt.types import Message
+
+BlockKind = Literal["system", "turns", "current", "summary", "entities"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One piece of a context.
+
+    Attributes:
+        kind: ``"system"`` (system messages), ``"turns"`` (past turns verbatim),
+            ``"current"`` (the turn in progress, verbatim), ``"summary"`` or ``"entities"``.
+        turns: Indices of the history turns the block covers (provenance).
+        messages: The verbatim messages (system, turns, current); empty for text blocks.
+        text: The text of a summary or entity block; empty for verbatim blocks.
+        tokens: Token count of the block as the memory's TokenCounter counts it.
+        reason: One line saying why the block is there.
+    """
+
+    kind: BlockKind
+    turns: tuple[int, ...] = ()
+    messages: tuple[Message, ...] = ()
+    text: str = ""
+    tokens: int = 0
+    reason: str = ""
+
+    def as_messages(self) -> list[Message]:
+        """Messages to send: verbatim blocks as they are, text blocks as one system message."""
+        if self.messages:
+            return list(self.messages)
+        if self.text:
+            return [Message("system", self.text, metadata={"ctxmgmt_block": self.kind})]
+        return []
+
+
+@dataclass
+class Context:
+    """What a memory decided to show for one query.
+
+    Attributes:
+        query: The query the selection was made for.
+        blocks: Blocks in the order they are sent.
+        history_tokens: Tokens of the full history (system + every turn), same counter.
+        strategy: Name of the strategy that built it.
+        details: Strategy-specific data for :meth:`explain` (scores, gains, spans, ...).
+    """
+
+    query: str
+    blocks: list[Block] = field(default_factory=list)
+    history_tokens: int = 0
+    strategy: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        """Total tokens of the context."""
+        return sum(b.tokens for b in self.blocks)
+
+    @property
+    def token_ratio(self) -> float:
+        """Context tokens / full-history tokens (1.0 for an empty history)."""
+        return self.tokens / self.history_tokens if self.history_tokens else 1.0
+
+    @property
+    def turn_indices(self) -> list[int]:
+        """History turns present verbatim, ascending."""
+        return sorted({i for b in self.blocks if b.kind in ("turns", "current") for i in b.turns})
+
+    def messages(self) -> list[Message]:
+        """The flat message list to send, in block order."""
+        out: list[Message] = []
+        for block in self.blocks:
+            out.extend(block.as_messages())
+        return out
+
+    def text(self) -> str:
+        """Everything the context shows, as plain text (for containment checks)."""
+        parts = []
+        for block in self.blocks:
+            parts.extend(m.text for m in block.messages)
+            if block.text:
+                parts.append(block.text)
+        return "\n".join(parts)
+
+    def explain(self) -> str:
+        """Human-readable account of each block and the strategy's reasoning."""
+        lines = [
+            f"{self.strategy or 'context'}: {self.tokens} of {self.history_tokens} tokens "
+            f"({self.token_ratio:.1%}) for query {self.query!r}"
+        ]
+        for block in self.blocks:
+            span = _span_label(block.turns)
+            lines.append(f"  [{block.kind}] turns {span}: {block.tokens} tokens - {block.reason}")
+        explain_details = self.details.get("explain")
+        if isinstance(explain_details, Sequence) and not isinstance(explain_details, str):
+            lines.extend(f"  {line}" for line in explain_details)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+
+def _span_label(turns: Sequence[int]) -> str:
+    if not turns:
+        return "-"
+    ranges: list[str] = []
+    start = prev = turns[0]
+    for t in list(turns[1:]) + [None]:
+        if t is not None and t == prev + 1:
+            prev = t
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if t is not None:
+            start = prev = t
+    return ",".join(ranges)

@@ -1,0 +1,27 @@
+"""Errors raised by ctxmgmt.
+
+Every error derives from :class:`CtxMgmtError`; usage mistakes are also ``ValueError``
+so that callers who already catch ``ValueError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class CtxMgmtError(Exception):
+    """Base class of every error ctxmgmt raises."""
+
+
+class ConfigurationError(CtxMgmtError, ValueError):
+    """A parameter is invalid (wrong range, wrong type, unknown option)."""
+
+
+class InvalidMessageError(CtxMgmtError, ValueError):
+    """A message cannot be used: empty or None content, non-text content, unknown role."""
+
+
+class BudgetExceededError(CtxMgmtError, ValueError):
+    """What must be sent (the current turn) does not fit in the token budget."""
+
+
+class ComponentError(CtxMgmtError, RuntimeError):
+    """A component backend (embedder, token counter, model weights) failed to load or run."""

@@ -1,0 +1,126 @@
+"""KadaneDial (DYCP, Algorithm 1): contiguous high-relevance spans from a relevance signal.
+
+A pure function over a list of scores, independent of embeddings and messages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ctxmgmt.exceptions import ConfigurationError
+
+TAU = 0.6
+"""Gain shift in standard deviations of the score signal (DYCP 4.4)."""
+THETA = 1.0
+"""Stopping threshold on a span's summed gain (DYCP 4.4)."""
+
+
+@dataclass(frozen=True)
+class KadaneResult:
+    """What :func:`kadane_dial` found.
+
+    Attributes:
+        z: z-normalised scores, one per turn.
+        gains: ``z - tau`` per turn, before any span was taken.
+        spans: Inclusive ``(start, end)`` turn indices in the order the passes found them.
+        span_gains: Summed gain of each span (the pass's ``m*``), same order as ``spans``.
+    """
+
+    z: tuple[float, ...]
+    gains: tuple[float, ...]
+    spans: tuple[tuple[int, int], ...]
+    span_gains: tuple[float, ...]
+
+    @property
+    def chronological(self) -> list[tuple[int, int]]:
+        """Spans sorted by start index."""
+        return sorted(self.spans)
+
+    @property
+    def selected(self) -> list[int]:
+        """Indices of every turn inside a span, ascending."""
+        return sorted(i for s, e in self.spans for i in range(s, e + 1))
+
+
+def z_normalise(scores: Sequence[float]) -> list[float]:
+    """Population z-scores (Algorithm 1, L1-L3); all zeros when the scores are constant."""
+    n = len(scores)
+    if n == 0:
+        return []
+    mu = math.fsum(scores) / n
+    sigma = math.sqrt(math.fsum((s - mu) ** 2 for s in scores) / n)
+    if sigma <= 1e-12 * max(1.0, abs(mu)):
+        return [0.0] * n
+    return [(s - mu) / sigma for s in scores]
+
+
+def best_span(gains: Sequence[float]) -> tuple[float, int, int]:
+    """One Kadane pass (Algorithm 1, L7-L14): best ``(gain, start, end)`` over ``gains``.
+
+    Ties keep the earliest end and, for that end, the shortest span (a running sum that is
+    exactly 0 restarts). Entries of ``-inf`` (already taken) are never inside a span unless
+    every entry is ``-inf``, in which case the gain is ``-inf``.
+    """
+    m = 0.0
+    m_star = -math.inf
+    i_temp = 0
+    start, end = 0, 0
+    for j, g in enumerate(gains):
+        if m + g > g:
+            m = m + g
+        else:
+            m = g
+            i_temp = j
+        if m > m_star:
+            m_star = m
+            start, end = i_temp, j
+    return m_star, start, end
+
+
+def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THETA) -> KadaneResult:
+    """Select spans of consecutive turns whose relevance stays high (DYCP Algorithm 1).
+
+    The scores are z-normalised, shifted by ``tau`` into gains, and Kadane's
+    maximum-subarray pass is repeated; each pass takes its best span and masks it. The loop
+    runs while the previous pass's gain was at least ``theta``, so the first span is always
+    taken and so is the span whose gain first falls below ``theta`` (the test comes after
+    the span is added, L15-L17); it also ends when every turn is taken.
+
+    Edge cases: no scores -> no span; one score or constant scores -> z is all 0, gains are
+    all ``-tau``, and the single earliest turn is the one span (its gain ``-tau`` < theta ends
+    the loop); all gains negative -> only the single best turn.
+
+    Args:
+        scores: Relevance of each past turn to the query, in chronological order.
+        tau: Gain shift in standard deviations; 0.6 per DYCP 4.4.
+        theta: Stop once a pass's best summed gain is below this; 1.0 per DYCP 4.4.
+
+    Returns:
+        The z-scores, gains and spans (inclusive, 0-based turn indices).
+
+    Example:
+        >>> kadane_dial([0.1, 0.9, 0.8, 0.1, 0.1, 0.7]).chronological
+        [(1, 2), (5, 5)]
+    """
+    if not (math.isfinite(tau) and math.isfinite(theta)):
+        raise ConfigurationError("tau and theta must be finite numbers")
+    if any(not math.isfinite(s) for s in scores):
+        raise ConfigurationError("scores must be finite numbers")
+    z = z_normalise(scores)
+    gains = [zi - tau for zi in z]
+    work = list(gains)
+    spans: list[tuple[int, int]] = []
+    span_gains: list[float] = []
+    total_gain = math.inf
+    while total_gain >= theta and len(spans) < len(work):
+        m_star, start, end = best_span(work)
+        if m_star == -math.inf:
+            break
+        spans.append((start, end))
+        span_gains.append(m_star)
+        for k in range(start, end + 1):
+            work[k] = -math.inf
+        total_gain = m_star
+    return KadaneResult(tuple(z), tuple(gains), tuple(spans), tuple(span_gains))

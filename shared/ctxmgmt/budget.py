@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Iterable
 
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
@@ -32,6 +33,6 @@ def check_budget(budget: int | None, *, name: str = "budget") -> int | None:
     """Validate a token budget: None (no limit) or a positive int."""
     if budget is None:
         return None
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget <= 0:
         raise ConfigurationError(f"{name} must be a positive number of tokens or None, got {budget!r}")
-    return budget
+    return int(budget)

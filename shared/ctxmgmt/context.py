@@ -83,7 +83,7 @@ class Context:
 
     def text(self) -> str:
         """Everything the context shows, as plain text (for containment checks)."""
-        parts = []
+        parts: list[str] = []
         for block in self.blocks:
             parts.extend(m.text for m in block.messages)
             if block.text:

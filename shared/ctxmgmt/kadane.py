@@ -104,6 +104,9 @@ def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THE
         >>> kadane_dial([0.1, 0.9, 0.8, 0.1, 0.1, 0.7]).chronological
         [(1, 2), (5, 5)]
     """
+    for value in (tau, theta):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigurationError(f"tau and theta must be numbers, got {value!r}")
     if not (math.isfinite(tau) and math.isfinite(theta)):
         raise ConfigurationError("tau and theta must be finite numbers")
     if any(not math.isfinite(s) for s in scores):

@@ -43,23 +43,33 @@ def infer_query(turns: Sequence[Turn], current: Turn | None, query: str | None) 
 def sync_strategy(strategy: Strategy, past: Sequence[Turn]) -> None:
     """Bring ``strategy`` up to date with the completed turns ``past``.
 
-    Appends the new turns when the strategy's turns are a prefix of ``past`` (checked on the
-    first and last known turn); otherwise (another conversation, an edited history) resets
-    the strategy and adds every turn, reusing content-keyed caches such as embeddings.
+    Appends the new turns when the strategy's turns are a prefix of ``past``; otherwise
+    (another conversation, an edited history) resets the strategy and adds every turn,
+    reusing content-keyed caches such as embeddings. The prefix check compares the first and
+    last known turn and up to ``SYNC_SAMPLES`` turns spread between them, so it costs the same
+    at any length: an inserted or removed message shifts the last turn and is always caught;
+    an in-place edit of a middle turn is caught when that turn is sampled.
     """
     known = strategy.turns
-    same_prefix = len(known) <= len(past) and (
-        not known
-        or (
-            known[0].fingerprint == past[0].fingerprint
-            and known[-1].fingerprint == past[len(known) - 1].fingerprint
-        )
+    same_prefix = len(known) <= len(past) and all(
+        known[i].fingerprint == past[i].fingerprint for i in _sample_positions(len(known))
     )
     if not same_prefix:
         strategy.reset()
         known = ()
     if len(past) > len(known):
         strategy.add_many(past[len(known) :])
+
+
+SYNC_SAMPLES = 32
+"""Turns compared by :func:`sync_strategy` besides the first and the last."""
+
+
+def _sample_positions(n: int) -> list[int]:
+    if n <= SYNC_SAMPLES + 2:
+        return list(range(n))
+    step = (n - 1) / (SYNC_SAMPLES + 1)
+    return sorted({0, n - 1, *(round(step * k) for k in range(1, SYNC_SAMPLES + 1))})
 
 
 def build_context(
@@ -103,7 +113,12 @@ def build_context(
     blocks: list[Block] = []
     if system:
         blocks.append(
-            Block("system", messages=tuple(system), tokens=messages_tokens(counter, system), reason="system prompt")
+            Block(
+                "system",
+                messages=tuple(system),
+                tokens=messages_tokens(counter, system),
+                reason="system prompt",
+            )
         )
     blocks.extend(selected.blocks)
     if current is not None:
@@ -173,13 +188,22 @@ class ConversationMemory:
         self.budget = check_budget(budget)
         self.history = History()
         self._lock = threading.RLock()
+        self._open: list[Message] = []
 
     def add_messages(self, messages: Iterable[Message]) -> None:
-        """Append messages to the history and add every turn they complete to the strategy."""
+        """Append messages to the history; every turn they close is added to the strategy.
+
+        A turn is closed once the next user message arrives, so the work per call depends
+        only on the new messages, not on the length of the history.
+        """
         with self._lock:
-            self.history.extend(messages)
-            past, _ = split_current(self.history.turns())
-            sync_strategy(self.strategy, past)
+            new = list(messages)
+            self.history.extend(new)
+            self._open.extend(m for m in new if m.role != "system")
+            turns = group_turns(self._open)
+            if len(turns) > 1:
+                self.strategy.add_many(turns[:-1])
+                self._open = list(turns[-1].messages)
 
     def select(self, query: str | None = None, *, budget: int | None = None) -> Context:
         """Context for ``query`` (default: the newest user message) within ``budget`` tokens."""
@@ -195,6 +219,7 @@ class ConversationMemory:
         """Forget the conversation."""
         with self._lock:
             self.history = History()
+            self._open = []
             self.strategy.reset()
 
     def message_tokens(self, message: Message) -> int:

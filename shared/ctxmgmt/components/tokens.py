@@ -79,9 +79,12 @@ def default_token_counter() -> TiktokenCounter:
 
 
 def as_token_counter(obj: TokenCounter | Callable[[str], int] | None) -> TokenCounter:
-    """Accept a TokenCounter, a callable, or None (the default)."""
+    """Accept a TokenCounter, a ``str -> int`` callable, or None (the default)."""
     if obj is None:
         return default_token_counter()
+    if isinstance(obj, str | bytes | list | tuple | dict):
+        hint = " (for an encoding name use TiktokenCounter(name))" if isinstance(obj, str) else ""
+        raise ConfigurationError(f"token_counter must be a TokenCounter or callable, got {obj!r}{hint}")
     if isinstance(obj, TokenCounter):
         return obj
     if callable(obj):

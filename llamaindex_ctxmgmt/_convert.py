@@ -1,0 +1,236 @@
+"""Private converters between LlamaIndex ``ChatMessage`` and :class:`ctxmgmt.Message`.
+
+Only text goes to the core. The way back never rebuilds a ``ChatMessage``: the core selects
+*turns*, and :func:`select_originals` maps them back to the caller's own ``ChatMessage``
+objects, so the LLM receives exactly what was stored (tool-call blocks, thinking blocks,
+provider-specific ``additional_kwargs`` included).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    CachePoint,
+    ChatMessage,
+    CitableBlock,
+    CitationBlock,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+
+from ctxmgmt.context import Context
+from ctxmgmt.exceptions import InvalidMessageError
+from ctxmgmt.types import Message, group_turns
+
+ROLE_MAP: dict[str, str] = {
+    MessageRole.SYSTEM.value: "system",
+    MessageRole.DEVELOPER.value: "system",
+    MessageRole.USER.value: "user",
+    MessageRole.ASSISTANT.value: "assistant",
+    MessageRole.CHATBOT.value: "assistant",
+    MessageRole.MODEL.value: "assistant",
+    MessageRole.TOOL.value: "tool",
+    MessageRole.FUNCTION.value: "tool",
+}
+"""LlamaIndex role value -> ctxmgmt role (Cohere's ``chatbot`` and Gemini's ``model`` are
+assistants, ``developer`` is OpenAI's system role, legacy ``function`` results are tool results)."""
+
+_NO_TEXT_BLOCKS = ThinkingBlock | CachePoint | ToolCallBlock
+"""Blocks that carry no conversation text (tool calls are read separately); kept in the
+original message, not scored."""
+
+
+def _role_of(message: ChatMessage) -> str:
+    role = message.role
+    value = role.value if isinstance(role, MessageRole) else str(role)
+    try:
+        return ROLE_MAP[value]
+    except KeyError:
+        raise InvalidMessageError(
+            f"unknown ChatMessage role {value!r}; expected one of {sorted(ROLE_MAP)}"
+        ) from None
+
+
+def _block_text(block: Any, role: str) -> str | None:
+    """Text of one content block; None for blocks without conversation text."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, _NO_TEXT_BLOCKS):
+        return None
+    if isinstance(block, CitableBlock):
+        return "\n".join(_nested_text(part, role) for part in block.content)
+    if isinstance(block, CitationBlock):
+        return _nested_text(block.cited_content, role)
+    raise _non_text_error(block, role)
+
+
+def _nested_text(block: Any, role: str) -> str:
+    if isinstance(block, TextBlock):
+        return block.text
+    raise _non_text_error(block, role)
+
+
+def _non_text_error(block: Any, role: str) -> InvalidMessageError:
+    kind = getattr(block, "block_type", type(block).__name__)
+    return InvalidMessageError(
+        f"{role} message has a non-text content block ({type(block).__name__}, block_type={kind!r}); "
+        "ctxmgmt memories select by text and cannot store images, audio, video or documents - "
+        "keep media out of the memory or describe it in a TextBlock"
+    )
+
+
+def _get(obj: Any, *names: str) -> Any:
+    """First present attribute or key among ``names`` (dicts and objects alike)."""
+    for name in names:
+        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        if hasattr(value, "model_dump"):
+            return _jsonable(value.model_dump())
+        return str(value)
+    return value
+
+
+def tool_call_dict(call: Any) -> dict[str, Any]:
+    """One tool call as a plain ``{"id", "name", "args"}`` dict.
+
+    Accepts a ``ToolCallBlock``, a ``ToolSelection``, an OpenAI-style dict or object
+    (``{"id", "function": {"name", "arguments"}}``) and Anthropic-style dicts
+    (``{"id", "name", "input"}``).
+    """
+    if isinstance(call, ToolCallBlock):
+        return {"id": call.tool_call_id or "", "name": call.tool_name, "args": _jsonable(call.tool_kwargs)}
+    function = _get(call, "function")
+    name = _get(call, "name", "tool_name")
+    args = _get(call, "args", "arguments", "tool_kwargs", "input")
+    if function is not None:
+        name = name or _get(function, "name")
+        args = args if args is not None else _get(function, "arguments")
+    call_id = _get(call, "id", "tool_id", "tool_call_id")
+    return {
+        "id": str(call_id or ""),
+        "name": str(name or ""),
+        "args": _jsonable(args if args is not None else {}),
+    }
+
+
+def to_message(message: ChatMessage) -> Message:
+    """Convert one ``ChatMessage`` to a :class:`ctxmgmt.Message` (text and tool metadata only).
+
+    Tool calls are read from ``ToolCallBlock`` blocks and from ``additional_kwargs["tool_calls"]``;
+    a tool result's ``additional_kwargs["tool_call_id"]`` is kept. Text blocks are joined with
+    newlines; thinking blocks and cache points are ignored.
+
+    Raises:
+        InvalidMessageError: not a ``ChatMessage``, unknown role, a media block (image, audio,
+            video, document), or empty content (allowed only for an assistant message with
+            tool calls and for a tool result).
+    """
+    if not isinstance(message, ChatMessage):
+        raise InvalidMessageError(f"expected a llama_index ChatMessage, got {type(message).__name__}")
+    role = _role_of(message)
+    texts = [t for t in (_block_text(b, role) for b in message.blocks) if t is not None]
+    kwargs = message.additional_kwargs or {}
+    calls = [tool_call_dict(b) for b in message.blocks if isinstance(b, ToolCallBlock)]
+    extra_calls = kwargs.get("tool_calls")
+    if extra_calls and not calls:
+        if not isinstance(extra_calls, list | tuple):
+            extra_calls = [extra_calls]
+        calls = [tool_call_dict(c) for c in extra_calls]
+    if role != "assistant" and calls:
+        calls = []  # only assistants make calls; anything else would confuse the turn logic
+    text = "\n".join(texts)
+    if not text.strip() and not calls and role != "tool":
+        raise InvalidMessageError(
+            f"{role} ChatMessage has no text content (content={message.content!r}); "
+            "only an assistant message with tool calls or a tool result may be empty"
+        )
+    tool_call_id = kwargs.get("tool_call_id")
+    name = kwargs.get("name")
+    return Message(
+        role,
+        text,
+        name=name if isinstance(name, str) and name else None,
+        tool_calls=tuple(calls),
+        tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+    )
+
+
+def to_messages(messages: Sequence[ChatMessage]) -> list[Message]:
+    """Convert ``ChatMessage`` objects in order (see :func:`to_message`)."""
+    if isinstance(messages, ChatMessage | str) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(f"expected a list of ChatMessage, got {type(messages).__name__}")
+    return [to_message(m) for m in messages]
+
+
+def text_of(value: str | ChatMessage | None) -> str | None:
+    """Query text of a ``get(input=...)`` argument: a string or the text blocks of a message."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, ChatMessage):
+        return "\n".join(b.text for b in value.blocks if isinstance(b, TextBlock))
+    raise InvalidMessageError(f"input must be a str or a ChatMessage, got {type(value).__name__}")
+
+
+def latest_user_text(messages: Sequence[ChatMessage] | None) -> str:
+    """Text of the newest user message in ``messages`` ("" if there is none)."""
+    for message in reversed(messages or ()):
+        if isinstance(message, ChatMessage) and _role_of(message) == "user":
+            text = text_of(message) or ""
+            if text.strip():
+                return text
+    return ""
+
+
+def select_originals(
+    context: Context, originals: Sequence[ChatMessage], converted: Sequence[Message]
+) -> list[ChatMessage]:
+    """The caller's own ``ChatMessage`` objects for what ``context`` selected, in block order.
+
+    ``converted`` must be ``to_messages(originals)``. Turns are mapped back by their index in
+    the history (the core groups ``converted`` the same way), so a turn always comes back with
+    every message it holds. Summary and entity blocks (text the core wrote) become one system
+    message each.
+    """
+    original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
+    system = [o for c, o in zip(converted, originals, strict=True) if c.role == "system"]
+    turns = group_turns(converted)
+    out: list[ChatMessage] = []
+    for block in context.blocks:
+        if block.kind == "system":
+            out.extend(system)
+        elif block.kind in ("turns", "current"):
+            for index in block.turns:
+                out.extend(original_of[id(m)] for m in turns[index].messages)
+        elif block.text:
+            out.append(ChatMessage(role=MessageRole.SYSTEM, content=block.text))
+    return out
+
+
+def render_context(context: Context, *, include_current: bool = False) -> str:
+    """The selected turns and text blocks as a plain transcript (one ``speaker: text`` per line).
+
+    Blocks are separated by a blank line; the system block is left out, and so is the turn
+    in progress unless ``include_current``.
+    """
+    parts: list[str] = []
+    for block in context.blocks:
+        if block.kind == "system" or (block.kind == "current" and not include_current):
+            continue
+        if block.messages:
+            parts.append("\n".join(m.render() for m in block.messages))
+        elif block.text:
+            parts.append(block.text)
+    return "\n\n".join(parts)

@@ -1,0 +1,42 @@
+"""Evaluation metrics (DESIGN.md, evaluation protocol)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+
+def evidence_recall(evidence: Iterable[int], shown: Iterable[int]) -> float | None:
+    """Share of gold evidence turns present verbatim; None when there is no evidence."""
+    gold = set(evidence)
+    if not gold:
+        return None
+    return len(gold & set(shown)) / len(gold)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+def answer_contained(answer: str, context_text: str) -> bool | None:
+    """Whether the gold answer string appears in the context (case/space-insensitive)."""
+    if not answer.strip():
+        return None
+    return _norm(answer) in _norm(context_text)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) by linear interpolation; nan for no values."""
+    if not values:
+        return math.nan
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def mean(values: Iterable[float | None]) -> float:
+    """Mean of the non-None values (nan when there are none)."""
+    kept = [float(v) for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else math.nan

@@ -1,0 +1,126 @@
+"""Draw a KadaneDial selection: the relevance signal with the chosen spans shaded.
+
+matplotlib is optional (``pip install "ctxmgmt[cli]"``) and imported inside the function; the
+figure is rendered with the Agg backend directly, so the caller's pyplot backend is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ctxmgmt.context import Context
+from ctxmgmt.exceptions import ComponentError, ConfigurationError
+
+__all__ = ["plot_relevance"]
+
+
+def plot_relevance(
+    context: Context,
+    path: str | os.PathLike[str],
+    *,
+    evidence: Iterable[int] | None = None,
+) -> Path:
+    """Write a PNG of the per-turn relevance behind ``context``.
+
+    Draws the z-normalised relevance of every past turn (``context.details["z"]``), the gain
+    threshold ``tau`` (turns above it add to a span), the spans KadaneDial chose
+    (``details["spans"]``) shaded, the always-kept recent turns (``details["recent"]``) hatched,
+    the turns actually sent as dots, and ``evidence`` turns (e.g. gold evidence) as red markers.
+
+    Args:
+        context: A context built by a strategy that records ``z`` scores (KadaneDialStrategy).
+        path: Where to write the PNG; parent folders are created.
+        evidence: Turn indices to mark, e.g. the gold evidence of a question.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ConfigurationError: ``context.details`` has no per-turn ``z`` scores.
+        ComponentError: matplotlib is not installed.
+
+    Example:
+        >>> plot_relevance(memory.select("where did we book?"), "relevance.png")  # doctest: +SKIP
+        PosixPath('relevance.png')
+    """
+    z = context.details.get("z")
+    if not isinstance(z, Sequence) or isinstance(z, str):
+        raise ConfigurationError(
+            f"context from strategy {context.strategy or '?'!r} has no per-turn z scores to plot; "
+            "plot_relevance needs a KadaneDialStrategy context"
+        )
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ComponentError('plot_relevance needs matplotlib: pip install "ctxmgmt[cli]"') from exc
+
+    n = len(z)
+    spans = [(int(s), int(e)) for s, e in context.details.get("spans", ())]
+    recent = sorted(int(i) for i in context.details.get("recent", ()))
+    tau = context.details.get("tau")
+    sent = [i for i in context.turn_indices if i < n]
+    marked = sorted({int(i) for i in (evidence or ()) if 0 <= int(i) < n})
+
+    fig = Figure(figsize=(max(8.0, min(20.0, n / 8)), 3.6), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(n))
+    for k, (start, end) in enumerate(spans):
+        ax.axvspan(
+            start - 0.5, end + 0.5, color="tab:green", alpha=0.22, lw=0, label="span" if k == 0 else None
+        )
+    for k, (start, end) in enumerate(_runs(recent)):
+        ax.axvspan(
+            start - 0.5,
+            end + 0.5,
+            facecolor="none",
+            edgecolor="tab:gray",
+            hatch="//",
+            lw=0,
+            label="recent" if k == 0 else None,
+        )
+    ax.plot(xs, z, color="tab:blue", lw=1.1, label="relevance (z)")
+    if sent:
+        ax.scatter(sent, [z[i] for i in sent], s=14, color="tab:green", zorder=3, label="sent")
+    if isinstance(tau, int | float):
+        ax.axhline(float(tau), color="tab:orange", ls="--", lw=0.9, label=f"tau = {float(tau):g}")
+    ax.axhline(0.0, color="black", lw=0.5)
+    if marked:
+        ax.scatter(
+            marked, [z[i] for i in marked], marker="v", s=60, color="tab:red", zorder=4, label="evidence"
+        )
+        for i in marked:
+            ax.axvline(i, color="tab:red", lw=0.6, alpha=0.5)
+    ax.set_xlim(-0.5, max(n - 0.5, 0.5))
+    if n:
+        low, high = min(z), max(z)
+        pad = max(high - low, 1.0)
+        ax.set_ylim(low - 0.08 * pad, high + 0.3 * pad)
+    ax.set_xlabel("past turn")
+    ax.set_ylabel("relevance (z-score)")
+    ax.set_title(_shorten(context.query or "(no query)", 100), fontsize=10)
+    ax.legend(loc="upper left", fontsize=7, ncol=6, frameon=False)
+    fig.tight_layout()
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return [(s, e) for s, e in runs]
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,20 @@
+"""The memories the demo and the benchmark run, by the class name users see."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ctxmgmt.strategies import KadaneDialStrategy
+from ctxmgmt.strategies.base import Strategy
+
+StrategyFactory = Callable[[], Strategy]
+
+MEMORIES: dict[str, StrategyFactory] = {
+    "KadaneDialMemory": KadaneDialStrategy,
+}
+"""Every memory with its embedded defaults."""
+
+REFERENCES: dict[str, StrategyFactory] = {
+    "KadaneDial (paper settings)": KadaneDialStrategy.from_paper,
+}
+"""Variants shown beside the memories for reference."""

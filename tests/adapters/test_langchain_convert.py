@@ -1,0 +1,248 @@
+"""Direct tests of the private LangChain <-> ctxmgmt converters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
+from langchain_ctxmgmt._convert import (
+    LC_INDEX,
+    content_text,
+    context_to_langchain,
+    from_ctxmgmt,
+    to_ctxmgmt,
+    to_ctxmgmt_messages,
+)
+
+
+def test_roles_and_fields():
+    human = HumanMessage("Where is Lisbon?", name="ana", id="h1")
+    ai = AIMessage(
+        "",
+        id="a1",
+        tool_calls=[{"id": "call_1", "name": "lookup", "args": {"city": "Lisbon"}}],
+        additional_kwargs={"vendor": "x"},
+    )
+    tool = ToolMessage("Lisbon is in Portugal.", tool_call_id="call_1", name="lookup")
+    system = SystemMessage("Be brief.")
+
+    u, a, t, s = (to_ctxmgmt(m) for m in (human, ai, tool, system))
+
+    assert (u.role, u.text, u.name) == ("user", "Where is Lisbon?", "ana")
+    assert a.role == "assistant" and a.text == ""
+    assert a.tool_calls == ({"id": "call_1", "name": "lookup", "args": {"city": "Lisbon"}},)
+    assert all(type(c) is dict for c in a.tool_calls)  # plain dicts, not LangChain ToolCall objects
+    assert (t.role, t.tool_call_id, t.name) == ("tool", "call_1", "lookup")
+    assert (s.role, s.text) == ("system", "Be brief.")
+    assert u.metadata == {}  # no index unless asked for
+
+
+def test_text_blocks_are_joined():
+    message = HumanMessage(
+        content=[{"type": "text", "text": "Hello "}, "there", {"type": "text", "text": "!"}]
+    )
+    assert content_text(message) == "Hello there!"
+    assert to_ctxmgmt(message).text == "Hello there!"
+
+
+def test_ai_tool_use_and_reasoning_blocks_are_not_text():
+    message = AIMessage(
+        content=[
+            {"type": "reasoning", "reasoning": "the user wants the weather"},
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "call_9", "name": "weather", "input": {"city": "Oslo"}},
+        ],
+        tool_calls=[{"id": "call_9", "name": "weather", "args": {"city": "Oslo"}}],
+    )
+    converted = to_ctxmgmt(message)
+    assert converted.text == "Let me check."
+    assert converted.tool_calls[0]["id"] == "call_9"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+        {"type": "image", "url": "https://example.com/cat.png"},
+        {"type": "audio", "base64": "AAAA", "mime_type": "audio/wav"},
+    ],
+)
+def test_non_text_blocks_are_rejected(block):
+    message = HumanMessage(content=[{"type": "text", "text": "What is this?"}, block])
+    with pytest.raises(InvalidMessageError, match=block["type"]):
+        to_ctxmgmt(message)
+
+
+def test_tool_use_block_in_a_human_message_is_rejected():
+    message = HumanMessage(content=[{"type": "tool_use", "id": "x", "name": "n", "input": {}}])
+    with pytest.raises(InvalidMessageError, match="tool_use"):
+        to_ctxmgmt(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        HumanMessage(""),
+        HumanMessage("   \n"),
+        AIMessage(""),
+        SystemMessage(""),
+        HumanMessage(content=[]),
+        HumanMessage(content=[{"type": "text", "text": ""}]),
+    ],
+)
+def test_empty_content_is_rejected(message):
+    with pytest.raises(InvalidMessageError, match="empty"):
+        to_ctxmgmt(message)
+
+
+def test_none_content_is_rejected():
+    message = HumanMessage.model_construct(content=None)
+    with pytest.raises(InvalidMessageError, match="None"):
+        to_ctxmgmt(message)
+
+
+def test_empty_ai_message_with_tool_calls_and_empty_tool_result_are_fine():
+    ai = AIMessage("", tool_calls=[{"id": "c", "name": "ping", "args": {}}])
+    tool = ToolMessage("", tool_call_id="c")
+    assert to_ctxmgmt(ai).tool_calls[0]["name"] == "ping"
+    assert to_ctxmgmt(tool).text == ""
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        ChatMessage(content="hi", role="user"),
+        FunctionMessage(content="42", name="f"),
+        RemoveMessage(id="x"),
+        {"role": "user", "content": "hi"},
+        "hi",
+    ],
+)
+def test_unknown_types_are_rejected(message):
+    with pytest.raises(InvalidMessageError, match="HumanMessage, AIMessage, ToolMessage or SystemMessage"):
+        to_ctxmgmt(message)
+
+
+def test_errors_are_value_errors():
+    with pytest.raises(ValueError):
+        to_ctxmgmt(HumanMessage(""))
+
+
+def test_round_trip_returns_the_original_objects():
+    originals = [
+        SystemMessage("Be brief.", id="s"),
+        HumanMessage("Where is Lisbon?", id="h", additional_kwargs={"k": 1}),
+        AIMessage("", id="a", tool_calls=[{"id": "c1", "name": "lookup", "args": {"q": "Lisbon"}}]),
+        ToolMessage("Portugal", tool_call_id="c1", id="t"),
+        AIMessage("Lisbon is in Portugal.", id="a2", response_metadata={"model": "m"}),
+    ]
+    converted = to_ctxmgmt_messages(originals)
+    assert [m.metadata[LC_INDEX] for m in converted] == [0, 1, 2, 3, 4]
+    back = [from_ctxmgmt(m, originals) for m in converted]
+    assert all(b is o for b, o in zip(back, originals, strict=True))
+
+
+def test_from_ctxmgmt_builds_new_messages_without_originals():
+    ai = from_ctxmgmt(Message("assistant", "", tool_calls=({"id": "c", "name": "f", "args": {"x": 1}},)))
+    assert isinstance(ai, AIMessage)
+    assert ai.tool_calls == [{"id": "c", "name": "f", "args": {"x": 1}, "type": "tool_call"}]
+    tool = from_ctxmgmt(Message("tool", "ok", tool_call_id="c", name="f"))
+    assert isinstance(tool, ToolMessage) and tool.tool_call_id == "c" and tool.name == "f"
+    assert isinstance(from_ctxmgmt(Message("user", "hi", name="bo")), HumanMessage)
+    assert isinstance(from_ctxmgmt(Message("system", "rules")), SystemMessage)
+    # a new message round-trips to the same ctxmgmt message
+    original = Message("assistant", "done", tool_calls=({"id": "c", "name": "f", "args": {"x": 1}},))
+    assert to_ctxmgmt(from_ctxmgmt(original)) == original
+
+
+def test_context_to_langchain_maps_turns_by_provenance(hashing_embedder):
+    originals = [
+        SystemMessage("You are helpful."),
+        HumanMessage("My cat is called Miso."),
+        AIMessage("Miso is a nice cat name."),
+        HumanMessage("The car engine rattles."),
+        AIMessage("Check the heat shield of the engine."),
+        HumanMessage("What is my cat called?"),
+    ]
+    converted = to_ctxmgmt_messages(originals)
+    strategy = KadaneDialStrategy(embedder=hashing_embedder)
+    context = build_context(strategy, converted)
+
+    selected = context_to_langchain(context, converted, originals)
+
+    assert selected[0] is originals[0]
+    assert selected[-1] is originals[-1]
+    assert originals[1] in selected and originals[2] in selected
+    positions = [next(i for i, o in enumerate(originals) if o is m) for m in selected]
+    assert positions == sorted(positions)
+
+
+def test_context_to_langchain_uses_the_current_list_even_for_cached_turns(hashing_embedder):
+    """A strategy keeps turns from an earlier call; the objects returned come from this call."""
+    strategy = KadaneDialStrategy(embedder=hashing_embedder)
+    first = [HumanMessage("I adopted a cat."), AIMessage("Lovely cat."), HumanMessage("Tell me about cats.")]
+    build_context(strategy, to_ctxmgmt_messages(first))
+    second = [
+        HumanMessage("I adopted a cat."),
+        AIMessage("Lovely cat."),
+        HumanMessage("Which cat did I adopt?"),
+    ]
+    converted = to_ctxmgmt_messages(second)
+    context = build_context(strategy, converted)
+    selected = context_to_langchain(context, converted, second)
+    assert selected[0] is second[0] and selected[1] is second[1]
+    assert all(any(m is o for o in second) for m in selected)
+
+
+def test_context_to_langchain_renders_text_blocks():
+    context = Context(
+        query="q", blocks=[Block("summary", turns=(0, 1), text="Earlier: the user owns a cat.")]
+    )
+    (message,) = context_to_langchain(context, [], [])
+    assert isinstance(message, SystemMessage) and message.content == "Earlier: the user owns a cat."
+    custom = context_to_langchain(context, [], [], text_block=lambda b: [HumanMessage(f"[summary] {b.text}")])
+    assert custom[0].content == "[summary] Earlier: the user owns a cat."
+
+
+def test_import_guard_names_the_extra():
+    code = textwrap.dedent(
+        """
+        import sys
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "langchain_classic" or name.startswith("langchain_classic."):
+                    raise ImportError(f"No module named {name!r}", name=name)
+                return None
+
+        sys.meta_path.insert(0, Block())
+        try:
+            import langchain_ctxmgmt
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=_repo_root()
+    )
+    assert 'pip install "ctxmgmt[langchain]"' in result.stdout
+    assert "langchain_classic" in result.stdout
+
+
+def _repo_root() -> str:
+    from pathlib import Path
+
+    return str(Path(__file__).resolve().parents[2])

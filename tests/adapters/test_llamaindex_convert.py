@@ -1,0 +1,284 @@
+"""The private ChatMessage <-> ctxmgmt.Message converters of llamaindex_ctxmgmt."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from llama_index.core.base.llms.types import (
+    AudioBlock,
+    CacheControl,
+    CachePoint,
+    ChatMessage,
+    CitableBlock,
+    CitationBlock,
+    DocumentBlock,
+    ImageBlock,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+from llama_index.core.llms.llm import ToolSelection
+
+from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, build_context
+from llamaindex_ctxmgmt._convert import (
+    ROLE_MAP,
+    latest_user_text,
+    render_context,
+    select_originals,
+    text_of,
+    to_message,
+    to_messages,
+    tool_call_dict,
+)
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        (MessageRole.USER, "user"),
+        (MessageRole.ASSISTANT, "assistant"),
+        (MessageRole.SYSTEM, "system"),
+        (MessageRole.DEVELOPER, "system"),
+        (MessageRole.TOOL, "tool"),
+        (MessageRole.FUNCTION, "tool"),
+        (MessageRole.CHATBOT, "assistant"),
+        (MessageRole.MODEL, "assistant"),
+    ],
+)
+def test_roles(role, expected):
+    assert to_message(ChatMessage(role=role, content="hello")).role == expected
+
+
+def test_every_llamaindex_role_is_mapped():
+    assert set(ROLE_MAP) == {r.value for r in MessageRole}
+
+
+def test_unknown_role_is_rejected():
+    message = ChatMessage.model_construct(role="narrator", blocks=[TextBlock(text="once upon a time")])
+    with pytest.raises(InvalidMessageError, match="unknown ChatMessage role 'narrator'"):
+        to_message(message)
+
+
+def test_text_blocks_are_joined_and_non_content_blocks_ignored():
+    message = ChatMessage(
+        role="assistant",
+        blocks=[
+            ThinkingBlock(content="let me think about bread"),
+            TextBlock(text="First line."),
+            CachePoint(cache_control=CacheControl(type="ephemeral")),
+            TextBlock(text="Second line."),
+        ],
+    )
+    assert to_message(message).text == "First line.\nSecond line."
+
+
+def test_citation_blocks_contribute_their_text():
+    message = ChatMessage(
+        role="assistant",
+        blocks=[
+            TextBlock(text="According to the manual:"),
+            CitationBlock(
+                cited_content="bake at 250 C",
+                source="manual.pdf",
+                title="Manual",
+                additional_location_info={},
+            ),
+        ],
+    )
+    assert to_message(message).text == "According to the manual:\nbake at 250 C"
+    citable = ChatMessage(
+        role="user", blocks=[CitableBlock(content="the recipe text", source="r", title="Recipe")]
+    )
+    assert to_message(citable).text == "the recipe text"
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        ImageBlock(url="https://example.com/cat.png"),
+        AudioBlock(url="https://example.com/cat.mp3"),
+        DocumentBlock(url="https://example.com/cat.pdf"),
+        CitableBlock(content=[ImageBlock(url="https://example.com/cat.png")], source="s", title="t"),
+    ],
+    ids=["image", "audio", "document", "citable-image"],
+)
+def test_media_blocks_are_rejected_clearly(block):
+    message = ChatMessage(role="user", blocks=[TextBlock(text="look at this"), block])
+    with pytest.raises(InvalidMessageError, match="non-text content block"):
+        to_message(message)
+
+
+def test_tool_call_blocks():
+    message = ChatMessage(
+        role="assistant",
+        blocks=[ToolCallBlock(tool_call_id="call_1", tool_name="get_weather", tool_kwargs={"city": "Oslo"})],
+    )
+    converted = to_message(message)
+    assert converted.text == ""
+    assert converted.tool_calls == ({"id": "call_1", "name": "get_weather", "args": {"city": "Oslo"}},)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        },
+        SimpleNamespace(
+            id="call_1",
+            type="function",
+            function=SimpleNamespace(name="get_weather", arguments='{"city": "Oslo"}'),
+        ),
+        {"id": "call_1", "name": "get_weather", "input": '{"city": "Oslo"}'},
+        ToolSelection(tool_id="call_1", tool_name="get_weather", tool_kwargs={"city": "Oslo"}),
+    ],
+    ids=["openai-dict", "openai-object", "anthropic-dict", "tool-selection"],
+)
+def test_tool_calls_in_additional_kwargs(call):
+    message = ChatMessage(role="assistant", content=None, additional_kwargs={"tool_calls": [call]})
+    (converted,) = to_message(message).tool_calls
+    assert converted["id"] == "call_1"
+    assert converted["name"] == "get_weather"
+    assert "Oslo" in str(converted["args"])
+
+
+def test_tool_call_dict_is_json_serialisable():
+    import json
+
+    call = tool_call_dict(SimpleNamespace(id=7, function=SimpleNamespace(name="f", arguments=object())))
+    json.dumps(call)
+    assert call["id"] == "7"
+
+
+def test_tool_result_keeps_its_call_id_and_may_be_empty():
+    result = to_message(
+        ChatMessage(role="tool", content="Oslo: 3 C", additional_kwargs={"tool_call_id": "call_1"})
+    )
+    assert (result.role, result.text, result.tool_call_id) == ("tool", "Oslo: 3 C", "call_1")
+    empty = to_message(ChatMessage(role="tool", content="", additional_kwargs={"tool_call_id": "call_2"}))
+    assert empty.text == "" and empty.tool_call_id == "call_2"
+
+
+def test_name_is_carried():
+    assert (
+        to_message(ChatMessage(role="user", content="hi", additional_kwargs={"name": "Caroline"})).name
+        == "Caroline"
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        ChatMessage(role="user", content=""),
+        ChatMessage(role="user", content=None),
+        ChatMessage(role="assistant", blocks=[]),
+        ChatMessage(role="system", content=" \n "),
+        ChatMessage(role="assistant", blocks=[ThinkingBlock(content="only thoughts")]),
+    ],
+    ids=["empty", "none", "no-blocks", "blank-system", "only-thinking"],
+)
+def test_empty_content_is_rejected(message):
+    with pytest.raises(InvalidMessageError, match="no text content"):
+        to_message(message)
+
+
+def test_non_chat_messages_are_rejected():
+    with pytest.raises(InvalidMessageError, match="expected a llama_index ChatMessage"):
+        to_message({"role": "user", "content": "hi"})
+    with pytest.raises(InvalidMessageError, match="expected a list"):
+        to_messages(ChatMessage(role="user", content="hi"))
+    with pytest.raises(InvalidMessageError, match="expected a list"):
+        to_messages("hi")
+
+
+def test_text_of_and_latest_user_text():
+    assert text_of(None) is None
+    assert text_of("plain") == "plain"
+    assert text_of(ChatMessage(role="user", content="from a message")) == "from a message"
+    with pytest.raises(InvalidMessageError):
+        text_of(3)
+    history = [
+        ChatMessage(role="user", content="first"),
+        ChatMessage(role="assistant", content="answer"),
+        ChatMessage(role="user", content="second"),
+        ChatMessage(role="tool", content="result", additional_kwargs={"tool_call_id": "x"}),
+    ]
+    assert latest_user_text(history) == "second"
+    assert latest_user_text([]) == "" and latest_user_text(None) == ""
+
+
+def _history() -> list[ChatMessage]:
+    return [
+        ChatMessage(role="system", content="Be brief."),
+        ChatMessage(role="user", content="I adopted a cat named Miso."),
+        ChatMessage(role="assistant", content="Miso is a lovely name for a cat."),
+        ChatMessage(role="user", content="What is the capital of Peru?"),
+        ChatMessage(
+            role="assistant", blocks=[ToolCallBlock(tool_call_id="c1", tool_name="search", tool_kwargs={})]
+        ),
+        ChatMessage(role="tool", content="Lima", additional_kwargs={"tool_call_id": "c1"}),
+        ChatMessage(role="assistant", content="Lima is the capital of Peru."),
+        ChatMessage(role="user", content="What is my cat called?"),
+    ]
+
+
+def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
+    strategy = KadaneDialStrategy(embedder=hashing_embedder)
+    first = _history()
+    converted = to_messages(first)
+    context = build_context(strategy, converted, query="Peru capital")
+    selected = select_originals(context, first, converted)
+    assert all(any(s is o for o in first) for s in selected)
+    assert selected[0] is first[0] and selected[-1] is first[-1]
+    # the whole tool turn comes back: user, tool call, tool result, answer
+    assert first[3] in selected and first[4] in selected and first[5] in selected and first[6] in selected
+
+    # a second call with new (equal) objects: the strategy keeps the turns it cached, but the
+    # objects returned are the ones passed in now
+    second = _history()
+    converted2 = to_messages(second)
+    context2 = build_context(strategy, converted2, query="Peru capital")
+    selected2 = select_originals(context2, second, converted2)
+    assert [id(m) for m in selected2] == [id(second[first.index(m)]) for m in selected]
+
+
+def test_select_originals_text_blocks_become_system_messages():
+    history = _history()
+    converted = to_messages(history)
+    context = Context(
+        query="q",
+        blocks=[
+            Block("system", messages=(converted[0],)),
+            Block("summary", turns=(0,), text="The user has a cat named Miso."),
+            Block("turns", turns=(1,), messages=converted[3:7]),
+            Block("current", turns=(2,), messages=(converted[7],)),
+        ],
+    )
+    selected = select_originals(context, history, converted)
+    assert selected[0] is history[0]
+    assert selected[1].role == MessageRole.SYSTEM and selected[1].content == "The user has a cat named Miso."
+    assert selected[2:] == history[3:]
+    assert all(a is b for a, b in zip(selected[2:], history[3:], strict=True))
+
+
+def test_render_context():
+    history = _history()
+    converted = to_messages(history)
+    context = Context(
+        query="q",
+        blocks=[
+            Block("system", messages=(converted[0],)),
+            Block("turns", turns=(0,), messages=converted[1:3]),
+            Block("summary", text="A summary."),
+            Block("current", turns=(2,), messages=(converted[7],)),
+        ],
+    )
+    text = render_context(context)
+    assert text == (
+        "user: I adopted a cat named Miso.\nassistant: Miso is a lovely name for a cat.\n\nA summary."
+    )
+    assert render_context(context, include_current=True).endswith("user: What is my cat called?")

@@ -1,0 +1,37 @@
+# Two commands on a fresh machine with Python 3.11:
+#   make demo   set everything up, replay the shipped conversation and run the benchmark
+#   make test   set everything up, lint and run the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+DATA ?= ../shared/data/locomo_dev.json
+
+.PHONY: demo test bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# torch first, pinned: on these machines 2.13.0 is a local CPU wheel; unpinned pulls GBs of CUDA.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/ctxmgmt demo
+	@if [ -f "$(DATA)" ]; then $(BIN)/ctxmgmt bench "$(DATA)"; \
+	else echo "no $(DATA): skipping the benchmark (pass DATA=path/to/locomo.json)"; fi
+
+bench: $(VENV)/.installed
+	$(BIN)/ctxmgmt bench "$(DATA)" --categories
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(VENV)/.installed lint
+	$(BIN)/pytest --disable-socket --allow-unix-socket
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

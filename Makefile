@@ -5,6 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 DATA ?= ../shared/data/locomo_dev.json
+SRC := shared langchain_ctxmgmt llamaindex_ctxmgmt tests examples benchmarks
 
 .PHONY: demo test bench lint clean
 
@@ -27,8 +28,8 @@ bench: $(VENV)/.installed
 	$(BIN)/ctxmgmt bench "$(DATA)" --categories
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
 
 test: $(VENV)/.installed lint
 	$(BIN)/pytest --disable-socket --allow-unix-socket

@@ -104,6 +104,16 @@ class Context:
             lines.extend(f"  {line}" for line in explain_details)
         return "\n".join(lines)
 
+    def plot(self, path: str, *, evidence: Sequence[int] | None = None) -> str:
+        """Write a PNG of the relevance signal with the chosen spans shaded; returns the path.
+
+        Needs matplotlib (``pip install "ctxmgmt[cli]"``) and a context from a strategy that
+        scores turns (``details["z"]``), such as KadaneDial.
+        """
+        from ctxmgmt.plot import plot_relevance
+
+        return str(plot_relevance(self, path, evidence=evidence))
+
     def __str__(self) -> str:
         return self.explain()
 

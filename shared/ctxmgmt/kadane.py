@@ -9,6 +9,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ctxmgmt.exceptions import ConfigurationError
 
 TAU = 0.6
@@ -49,11 +51,12 @@ def z_normalise(scores: Sequence[float]) -> list[float]:
     n = len(scores)
     if n == 0:
         return []
-    mu = math.fsum(scores) / n
-    sigma = math.sqrt(math.fsum((s - mu) ** 2 for s in scores) / n)
+    values = np.asarray(scores, dtype=np.float64)
+    mu = float(values.mean())
+    sigma = float(values.std())
     if sigma <= 1e-12 * max(1.0, abs(mu)):
         return [0.0] * n
-    return [(s - mu) / sigma for s in scores]
+    return ((values - mu) / sigma).tolist()
 
 
 def best_span(gains: Sequence[float]) -> tuple[float, int, int]:
@@ -77,6 +80,26 @@ def best_span(gains: Sequence[float]) -> tuple[float, int, int]:
             m_star = m
             start, end = i_temp, j
     return m_star, start, end
+
+
+def _best_span_vectorised(gains: np.ndarray) -> tuple[float, int, int]:
+    """:func:`best_span` on a finite array, with prefix sums instead of a Python loop.
+
+    Kadane's running start is always the latest prefix index holding the running minimum
+    of the prefix sums (a running sum <= 0 restarts), and ``m > m*`` keeps the earliest end,
+    so both tie rules carry over. Prefix sums round differently from a running sum, so
+    values within ``1e-9`` (relative) of each other count as ties, and the chosen span's
+    gain is summed exactly.
+    """
+    prefix = np.concatenate(([0.0], np.cumsum(gains)))
+    tol = 1e-9 * (1.0 + float(np.abs(prefix).max()))
+    low = np.minimum.accumulate(prefix[:-1])
+    positions = np.arange(len(gains))
+    start_at = np.maximum.accumulate(np.where(prefix[:-1] <= low + tol, positions, 0))
+    ending = prefix[1:] - low
+    end = int(np.argmax(ending >= ending.max() - tol))
+    start = int(start_at[end])
+    return math.fsum(gains[start : end + 1].tolist()), start, end
 
 
 def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THETA) -> KadaneResult:
@@ -112,18 +135,26 @@ def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THE
     if any(not math.isfinite(s) for s in scores):
         raise ConfigurationError("scores must be finite numbers")
     z = z_normalise(scores)
-    gains = [zi - tau for zi in z]
-    work = list(gains)
+    gains = np.asarray(z, dtype=np.float64) - tau
     spans: list[tuple[int, int]] = []
     span_gains: list[float] = []
+    # A pass over the masked signal equals independent passes over its unmasked segments
+    # (a -inf entry restarts the running sum), keeping the best with the earliest end; so
+    # each pass only re-scans the segment its span split.
+    segments: list[tuple[float, int, int, int, int]] = []  # (gain, start, end, seg_lo, seg_hi)
+    if len(gains):
+        segments.append((*_best_span_vectorised(gains), 0, len(gains) - 1))
     total_gain = math.inf
-    while total_gain >= theta and len(spans) < len(work):
-        m_star, start, end = best_span(work)
-        if m_star == -math.inf:
-            break
+    while total_gain >= theta and segments:
+        top = max(seg[0] for seg in segments)
+        tied = [k for k, seg in enumerate(segments) if seg[0] >= top - 1e-9 * (1.0 + abs(top))]
+        pick = min(tied, key=lambda k: segments[k][2])
+        m_star, start, end, lo, hi = segments.pop(pick)
         spans.append((start, end))
         span_gains.append(m_star)
-        for k in range(start, end + 1):
-            work[k] = -math.inf
+        for a, b in ((lo, start - 1), (end + 1, hi)):
+            if a <= b:
+                g, s, e = _best_span_vectorised(gains[a : b + 1])
+                segments.append((g, s + a, e + a, a, b))
         total_gain = m_star
-    return KadaneResult(tuple(z), tuple(gains), tuple(spans), tuple(span_gains))
+    return KadaneResult(tuple(z), tuple(gains.tolist()), tuple(spans), tuple(span_gains))

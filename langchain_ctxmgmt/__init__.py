@@ -16,5 +16,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from langchain_ctxmgmt.kadanedial_memory import KadaneDialMemory  # noqa: E402
 from langchain_ctxmgmt.kadanedial_middleware import KadaneDialMiddleware  # noqa: E402
+from langchain_ctxmgmt.swin_memory import SWinSummaryBuffer  # noqa: E402
+from langchain_ctxmgmt.swin_middleware import SWinSummaryMiddleware  # noqa: E402
 
-__all__ = ["KadaneDialMemory", "KadaneDialMiddleware"]
+__all__ = ["KadaneDialMemory", "KadaneDialMiddleware", "SWinSummaryBuffer", "SWinSummaryMiddleware"]

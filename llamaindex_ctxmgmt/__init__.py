@@ -1,7 +1,8 @@
 """LlamaIndex adapters of ctxmgmt: chat memories and ``Memory`` blocks.
 
 ``KadaneDialMemory`` is a ``BaseMemory`` for chat engines and agents (``memory=...``);
-``KadaneDialBlock`` is a block for ``llama_index.core.memory.Memory(memory_blocks=[...])``.
+``KadaneDialBlock`` is a block for ``llama_index.core.memory.Memory(memory_blocks=[...])``;
+``SWinSummaryBuffer`` / ``SWinSummaryBlock`` are the same pair for SWin summarisation.
 """
 
 from __future__ import annotations
@@ -13,5 +14,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from llamaindex_ctxmgmt.kadanedial_block import KadaneDialBlock
 from llamaindex_ctxmgmt.kadanedial_memory import KadaneDialMemory
+from llamaindex_ctxmgmt.swin_block import SWinSummaryBlock
+from llamaindex_ctxmgmt.swin_memory import SWinSummaryBuffer
 
-__all__ = ["KadaneDialBlock", "KadaneDialMemory"]
+__all__ = ["KadaneDialBlock", "KadaneDialMemory", "SWinSummaryBlock", "SWinSummaryBuffer"]

@@ -13,7 +13,7 @@ from ctxmgmt.exceptions import (
 )
 from ctxmgmt.kadane import KadaneResult, kadane_dial
 from ctxmgmt.session import ConversationMemory, build_context
-from ctxmgmt.strategies import KadaneDialStrategy, Strategy
+from ctxmgmt.strategies import KadaneDialStrategy, Strategy, SWinStrategy
 from ctxmgmt.types import History, Message, Turn, group_turns
 
 __version__ = "0.1.0"
@@ -31,6 +31,7 @@ __all__ = [
     "KadaneDialStrategy",
     "KadaneResult",
     "Message",
+    "SWinStrategy",
     "Strategy",
     "Turn",
     "__version__",

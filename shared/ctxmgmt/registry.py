@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxmgmt.strategies import KadaneDialStrategy
+from ctxmgmt.strategies import KadaneDialStrategy, SWinStrategy
 from ctxmgmt.strategies.base import Strategy
 
 StrategyFactory = Callable[[], Strategy]
 
 MEMORIES: dict[str, StrategyFactory] = {
     "KadaneDialMemory": KadaneDialStrategy,
+    "SWinSummaryBuffer": SWinStrategy,
 }
 """Every memory with its embedded defaults."""
 

@@ -7,6 +7,12 @@ from ctxmgmt.components.embedder import (
     as_embedder,
     default_embedder,
 )
+from ctxmgmt.components.summarizer import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    as_summarizer,
+)
 from ctxmgmt.components.tokens import (
     CallableTokenCounter,
     TiktokenCounter,
@@ -19,10 +25,14 @@ __all__ = [
     "CallableEmbedder",
     "CallableTokenCounter",
     "Embedder",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
     "SentenceTransformerEmbedder",
+    "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
     "as_embedder",
+    "as_summarizer",
     "as_token_counter",
     "default_embedder",
     "default_token_counter",

@@ -2,5 +2,6 @@
 
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
+from ctxmgmt.strategies.swin import SWinStrategy
 
-__all__ = ["KadaneDialStrategy", "Strategy"]
+__all__ = ["KadaneDialStrategy", "SWinStrategy", "Strategy"]

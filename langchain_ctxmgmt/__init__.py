@@ -14,9 +14,26 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         f'langchain_ctxmgmt needs LangChain ({exc.name} is missing): pip install "ctxmgmt[langchain]"'
     ) from exc
 
+from langchain_ctxmgmt.acm_memory import ACMTieredBuffer  # noqa: E402
+from langchain_ctxmgmt.acm_middleware import ACMTieredMiddleware  # noqa: E402
+from langchain_ctxmgmt.discourse_tree_memory import DiscourseTreeMemory  # noqa: E402
+from langchain_ctxmgmt.discourse_tree_middleware import DiscourseTreeMiddleware  # noqa: E402
 from langchain_ctxmgmt.kadanedial_memory import KadaneDialMemory  # noqa: E402
 from langchain_ctxmgmt.kadanedial_middleware import KadaneDialMiddleware  # noqa: E402
 from langchain_ctxmgmt.swin_memory import SWinSummaryBuffer  # noqa: E402
 from langchain_ctxmgmt.swin_middleware import SWinSummaryMiddleware  # noqa: E402
+from langchain_ctxmgmt.topic_thread_memory import TopicThreadMemory  # noqa: E402
+from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware  # noqa: E402
 
-__all__ = ["KadaneDialMemory", "KadaneDialMiddleware", "SWinSummaryBuffer", "SWinSummaryMiddleware"]
+__all__ = [
+    "ACMTieredBuffer",
+    "ACMTieredMiddleware",
+    "DiscourseTreeMemory",
+    "DiscourseTreeMiddleware",
+    "KadaneDialMemory",
+    "KadaneDialMiddleware",
+    "SWinSummaryBuffer",
+    "SWinSummaryMiddleware",
+    "TopicThreadMemory",
+    "TopicThreadMiddleware",
+]

@@ -2,7 +2,8 @@
 
 ``KadaneDialMemory`` is a ``BaseMemory`` for chat engines and agents (``memory=...``);
 ``KadaneDialBlock`` is a block for ``llama_index.core.memory.Memory(memory_blocks=[...])``;
-``SWinSummaryBuffer`` / ``SWinSummaryBlock`` are the same pair for SWin summarisation.
+``SWinSummaryBuffer`` / ``SWinSummaryBlock`` are the same pair for SWin summarisation;
+``DiscourseTreeMemory`` / ``DiscourseTreeBlock`` for Context-Agent discourse trees.
 """
 
 from __future__ import annotations
@@ -12,9 +13,26 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('llamaindex_ctxmgmt needs LlamaIndex: pip install "ctxmgmt[llamaindex]"') from exc
 
+from llamaindex_ctxmgmt.acm_block import ACMTieredBlock
+from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer
+from llamaindex_ctxmgmt.discourse_tree_block import DiscourseTreeBlock
+from llamaindex_ctxmgmt.discourse_tree_memory import DiscourseTreeMemory
 from llamaindex_ctxmgmt.kadanedial_block import KadaneDialBlock
 from llamaindex_ctxmgmt.kadanedial_memory import KadaneDialMemory
 from llamaindex_ctxmgmt.swin_block import SWinSummaryBlock
 from llamaindex_ctxmgmt.swin_memory import SWinSummaryBuffer
+from llamaindex_ctxmgmt.topic_thread_block import TopicThreadBlock
+from llamaindex_ctxmgmt.topic_thread_memory import TopicThreadMemory
 
-__all__ = ["KadaneDialBlock", "KadaneDialMemory", "SWinSummaryBlock", "SWinSummaryBuffer"]
+__all__ = [
+    "ACMTieredBlock",
+    "ACMTieredBuffer",
+    "DiscourseTreeBlock",
+    "DiscourseTreeMemory",
+    "KadaneDialBlock",
+    "KadaneDialMemory",
+    "SWinSummaryBlock",
+    "SWinSummaryBuffer",
+    "TopicThreadBlock",
+    "TopicThreadMemory",
+]

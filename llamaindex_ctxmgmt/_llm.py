@@ -1,4 +1,4 @@
-"""Private helper: a ctxmgmt ``LLMSummarizer`` driven by a LlamaIndex LLM."""
+"""Private helpers: a ctxmgmt ``LLMSummarizer`` / ``LLMDecider`` driven by a LlamaIndex LLM."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from llama_index.core.llms.llm import LLM
 
+from ctxmgmt.components.decider import Decider, LLMDecider, as_decider
 from ctxmgmt.components.summarizer import LLMSummarizer, Summarizer, as_summarizer
 from ctxmgmt.exceptions import ConfigurationError
 
@@ -31,3 +32,26 @@ def resolve_summarizer(llm: Any, summarizer: Any) -> Summarizer:
             raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
         return llm_summarizer(llm)
     return as_summarizer(summarizer)
+
+
+def llm_decider(llm: LLM, **kwargs: Any) -> LLMDecider:
+    """An ``LLMDecider`` (discourse tree) that sends its prompts to ``llm.complete``.
+
+    ``kwargs`` go to ``LLMDecider`` (``fallback``).
+    """
+
+    def complete(prompt: str) -> str:
+        return llm.complete(prompt).text
+
+    return LLMDecider(complete, **kwargs)
+
+
+def resolve_decider(llm: Any, decider: Any) -> Decider:
+    """The decider a memory uses: ``decider`` as given, else one over ``llm``, else the embedded one."""
+    if llm is not None and decider is not None:
+        raise ConfigurationError("give either llm or decider, not both")
+    if llm is not None:
+        if not isinstance(llm, LLM):
+            raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
+        return llm_decider(llm)
+    return as_decider(decider)

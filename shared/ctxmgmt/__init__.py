@@ -13,12 +13,20 @@ from ctxmgmt.exceptions import (
 )
 from ctxmgmt.kadane import KadaneResult, kadane_dial
 from ctxmgmt.session import ConversationMemory, build_context
-from ctxmgmt.strategies import KadaneDialStrategy, Strategy, SWinStrategy
+from ctxmgmt.strategies import (
+    ACMStrategy,
+    DiscourseTreeStrategy,
+    KadaneDialStrategy,
+    Strategy,
+    SWinStrategy,
+    TopicThreadStrategy,
+)
 from ctxmgmt.types import History, Message, Turn, group_turns
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACMStrategy",
     "Block",
     "BudgetExceededError",
     "ComponentError",
@@ -26,6 +34,7 @@ __all__ = [
     "Context",
     "ConversationMemory",
     "CtxMgmtError",
+    "DiscourseTreeStrategy",
     "History",
     "InvalidMessageError",
     "KadaneDialStrategy",
@@ -33,6 +42,7 @@ __all__ = [
     "Message",
     "SWinStrategy",
     "Strategy",
+    "TopicThreadStrategy",
     "Turn",
     "__version__",
     "build_context",

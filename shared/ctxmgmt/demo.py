@@ -1,9 +1,12 @@
 """``ctxmgmt demo``: replay the shipped conversation and show what each memory would send.
 
-For every question of the demo conversation the demo prints the turns a memory chose, how many
-tokens that is against the full history, where the gold evidence was and whether it made it
-in, and the start of what would be sent. ``rich`` (and matplotlib for plots) come with the
-``[cli]`` extra and are imported inside the functions that use them.
+The conversation goes through every memory; then, question by question, the memories are
+shown side by side: the turns each chose, how many tokens that is against the full history,
+where the gold evidence was and whether it made it in, each memory's own account of its
+choice (``Context.explain()``) and the start of what would be sent. With a plot folder every
+memory also draws its choice (KadaneDial its relevance signal, the others their blocks).
+``rich`` (and matplotlib for plots) come with the ``[cli]`` extra and are imported inside the
+functions that use them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
 __all__ = ["DEFAULT_STRATEGIES", "run_demo", "summarise"]
 
 DEFAULT_STRATEGIES: dict[str, Callable[[], Strategy]] = {"KadaneDialMemory": KadaneDialStrategy}
-"""Memories the demo runs when none are given: display name -> strategy factory."""
+"""Fallback memories when the registry cannot be imported: display name -> strategy factory."""
+EXPLAIN_LINES = 10
+"""Lines of ``Context.explain()`` shown per memory and question."""
 
 PREVIEW_MESSAGES = 4
 """Messages shown in the preview of what would be sent."""
@@ -38,6 +43,7 @@ def run_demo(
     strategies: Mapping[str, Callable[[], Strategy]] | None = None,
     console: Any = None,
     plot_dir: str | os.PathLike[str] | None = None,
+    show: int | None = None,
 ) -> list[dict[str, Any]]:
     """Replay the demo conversation into each memory and report on every demo question.
 
@@ -46,18 +52,21 @@ def run_demo(
     the context is compared with the question's gold evidence turns.
 
     Args:
-        strategies: Display name -> zero-argument factory of a strategy; default
-            ``{"KadaneDialMemory": KadaneDialStrategy}`` (the bundled embedder).
+        strategies: Display name -> zero-argument factory of a strategy; default every
+            memory of ``ctxmgmt.registry.MEMORIES`` (embedded defaults).
         console: A ``rich.console.Console`` to print to; default a new console on stdout.
-        plot_dir: If given, one PNG per question and strategy of the relevance signal with the
-            chosen spans shaded is written there (strategies that record ``z`` scores only).
+        plot_dir: If given, one PNG per question and strategy is written there: the relevance
+            signal with the chosen spans shaded for strategies that record ``z`` scores, the
+            context's blocks over the turns (:func:`ctxmgmt.plot.plot_context`) for the others.
+        show: Print only the first ``show`` questions side by side (all are measured and
+            returned; the summary covers all); default all.
 
     Returns:
         One dict per (strategy, question), in order, with keys ``strategy``, ``index``,
         ``question``, ``kind``, ``answer``, ``evidence``, ``evidence_dates``, ``selected``,
         ``spans``, ``evidence_included``, ``evidence_recall``, ``answer_in_context``,
         ``context_tokens``, ``history_tokens``, ``token_ratio``, ``select_seconds``,
-        ``preview`` and ``plot`` (path or None).
+        ``preview``, ``explain`` and ``plot`` (path or None).
 
     Raises:
         ComponentError: ``rich`` is not installed (``pip install "ctxmgmt[cli]"``).
@@ -72,7 +81,7 @@ def run_demo(
         raise ComponentError('the demo needs rich: pip install "ctxmgmt[cli]"') from exc
 
     console = console if console is not None else Console()
-    factories = dict(strategies) if strategies is not None else dict(DEFAULT_STRATEGIES)
+    factories = dict(strategies) if strategies is not None else _registry_memories()
     demo = load_demo()
     out_dir = Path(plot_dir) if plot_dir is not None else None
     _print_intro(console, demo)
@@ -83,27 +92,48 @@ def run_demo(
         memory = ConversationMemory(factory())
         memory.add_messages(demo.messages)
         replay_seconds = time.perf_counter() - started
-        console.rule(f"[bold]{name}[/bold]")
+        calls = getattr(memory.strategy, "llm_calls", None)
         console.print(
-            f"replayed {len(demo.turns)} turns in {replay_seconds:.2f} s "
-            f"({memory.strategy.total_tokens:,} tokens of history)\n"
+            f"[bold]{name}[/bold]: replayed {len(demo.turns)} turns in {replay_seconds:.2f} s "
+            f"({memory.strategy.total_tokens:,} tokens of history"
+            + (f", {calls} LLM calls" if calls is not None else "")
+            + ")"
         )
-        strategy_records: list[dict[str, Any]] = []
         for k, question in enumerate(demo.questions):
             started = time.perf_counter()
             context = memory.select(question.question)
             seconds = time.perf_counter() - started
             record = _record(name, k, question, context, demo, seconds)
-            if out_dir is not None and "z" in context.details:
-                from ctxmgmt.plot import plot_relevance
-
-                path = out_dir / f"{_slug(name)}_q{k + 1:02d}.png"
-                record["plot"] = str(plot_relevance(context, path, evidence=question.evidence))
-            _print_record(console, record)
-            strategy_records.append(record)
-        records.extend(strategy_records)
+            if out_dir is not None:
+                record["plot"] = str(
+                    _draw(context, out_dir / f"{_slug(name)}_q{k + 1:02d}.png", question, demo)
+                )
+            records.append(record)
+    console.print()
+    shown = len(demo.questions) if show is None else max(0, min(show, len(demo.questions)))
+    for k in range(shown):
+        _print_side_by_side(console, [r for r in records if r["index"] == k])
     _print_summary(console, records)
     return records
+
+
+def _registry_memories() -> dict[str, Callable[[], Strategy]]:
+    try:
+        from ctxmgmt.registry import MEMORIES
+    except ImportError:  # pragma: no cover - registry always ships
+        return dict(DEFAULT_STRATEGIES)
+    return dict(MEMORIES)
+
+
+def _draw(context: Context, path: Path, question: DemoQuestion, demo: DemoConversation) -> Path:
+    """The picture a memory draws of its choice."""
+    if "z" in context.details:
+        from ctxmgmt.plot import plot_relevance
+
+        return plot_relevance(context, path, evidence=question.evidence)
+    from ctxmgmt.plot import plot_context
+
+    return plot_context(context, path, n_turns=len(demo.turns), evidence=question.evidence)
 
 
 def summarise(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
@@ -161,6 +191,7 @@ def _record(
         "token_ratio": context.token_ratio,
         "select_seconds": seconds,
         "preview": _preview(context),
+        "explain": context.explain(),
         "plot": None,
     }
 
@@ -220,45 +251,72 @@ def _print_intro(console: Any, demo: DemoConversation) -> None:
     )
 
 
-def _print_record(console: Any, record: Mapping[str, Any]) -> None:
+def _print_side_by_side(console: Any, records: Sequence[Mapping[str, Any]]) -> None:
+    """One question, one column per memory."""
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
 
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column()
-    table.add_row("gold answer", Text(str(record["answer"])))
-    evidence = Text()
-    included = set(record["evidence_included"])
-    for k, (turn, date) in enumerate(zip(record["evidence"], record["evidence_dates"], strict=True)):
-        if k:
-            evidence.append(", ")
-        mark, style = ("✓", "green") if turn in included else ("✗", "red")
-        evidence.append(f"turn {turn} ({date}) {mark}", style=style)
-    table.add_row("evidence", evidence)
-    table.add_row("chosen turns", Text(_span_text(record["spans"])))
+    if not records:
+        return
+    first = records[0]
+    table = Table(show_lines=True, expand=True)
+    table.add_column("", style="bold", no_wrap=True, width=12)
+    for record in records:
+        table.add_column(str(record["strategy"]), overflow="fold", ratio=1)
+    table.add_row("chosen turns", *[Text(_span_text(r["spans"])) for r in records])
     table.add_row(
         "tokens",
-        Text(
-            f"{record['context_tokens']:,} of {record['history_tokens']:,} "
-            f"({record['token_ratio']:.1%} of the full history)"
-        ),
+        *[
+            Text(f"{r['context_tokens']:,} of {r['history_tokens']:,} ({r['token_ratio']:.1%})")
+            for r in records
+        ],
     )
-    recall = float(record["evidence_recall"])
-    found = "yes" if record["answer_in_context"] else "no"
+    table.add_row("evidence", *[_evidence_text(r) for r in records])
     table.add_row(
-        "recall",
-        Text(
-            f"{recall:.0%} of evidence turns sent; answer in context: {found}",
-            style="green" if recall == 1.0 else ("yellow" if recall > 0 else "red"),
-        ),
+        "answer sent",
+        *[Text("yes", style="green") if r["answer_in_context"] else Text("no", style="red") for r in records],
     )
-    table.add_row("would send", Text(str(record["preview"]), style="dim"))
-    if record.get("plot"):
-        table.add_row("plot", Text(str(record["plot"])))
-    title = f"Q{int(record['index']) + 1} [{record['kind']}] {record['question']}"
-    console.print(Panel(table, title=Text(title, style="bold"), title_align="left"))
+    table.add_row(
+        "explain", *[Text(_clip_lines(str(r["explain"]), EXPLAIN_LINES), style="cyan") for r in records]
+    )
+    table.add_row("would send", *[Text(str(r["preview"]), style="dim") for r in records])
+    if any(r.get("plot") for r in records):
+        table.add_row("picture", *[Text(str(r.get("plot") or "-")) for r in records])
+    dates = ", ".join(
+        f"turn {t} ({d})" for t, d in zip(first["evidence"], first["evidence_dates"], strict=True)
+    )
+    title = f"Q{int(first['index']) + 1} [{first['kind']}] {first['question']}"
+    console.print(
+        Panel(
+            table,
+            title=Text(title, style="bold"),
+            title_align="left",
+            subtitle=Text(f"gold answer: {first['answer']} — evidence: {dates}"),
+            subtitle_align="left",
+        )
+    )
+
+
+def _evidence_text(record: Mapping[str, Any]) -> Any:
+    from rich.text import Text
+
+    text = Text()
+    included = set(record["evidence_included"])
+    for k, turn in enumerate(record["evidence"]):
+        if k:
+            text.append(", ")
+        mark, style = ("✓", "green") if turn in included else ("✗", "red")
+        text.append(f"{turn} {mark}", style=style)
+    text.append(f" ({float(record['evidence_recall']):.0%})")
+    return text
+
+
+def _clip_lines(text: str, limit: int) -> str:
+    lines = text.splitlines()
+    if len(lines) <= limit:
+        return text
+    return "\n".join([*lines[:limit], f"… {len(lines) - limit} more lines"])
 
 
 def _print_summary(console: Any, records: Sequence[Mapping[str, Any]]) -> None:

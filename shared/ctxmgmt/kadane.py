@@ -5,6 +5,7 @@ A pure function over a list of scores, independent of embeddings and messages.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,20 +142,24 @@ def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THE
     # A pass over the masked signal equals independent passes over its unmasked segments
     # (a -inf entry restarts the running sum), keeping the best with the earliest end; so
     # each pass only re-scans the segment its span split.
-    segments: list[tuple[float, int, int, int, int]] = []  # (gain, start, end, seg_lo, seg_hi)
+    # A heap of segments keyed by (-gain, end): the best gain, ties to the earliest end.
+    segments: list[tuple[float, int, int, int, int]] = []  # (-gain, end, start, seg_lo, seg_hi)
+
+    def push(lo: int, hi: int) -> None:
+        g, s, e = _best_span_vectorised(gains[lo : hi + 1])
+        heapq.heappush(segments, (-g, e + lo, s + lo, lo, hi))
+
     if len(gains):
-        segments.append((*_best_span_vectorised(gains), 0, len(gains) - 1))
+        push(0, len(gains) - 1)
     total_gain = math.inf
     while total_gain >= theta and segments:
-        top = max(seg[0] for seg in segments)
-        tied = [k for k, seg in enumerate(segments) if seg[0] >= top - 1e-9 * (1.0 + abs(top))]
-        pick = min(tied, key=lambda k: segments[k][2])
-        m_star, start, end, lo, hi = segments.pop(pick)
+        neg_gain, end, start, lo, hi = heapq.heappop(segments)
+        m_star = -neg_gain
         spans.append((start, end))
         span_gains.append(m_star)
-        for a, b in ((lo, start - 1), (end + 1, hi)):
-            if a <= b:
-                g, s, e = _best_span_vectorised(gains[a : b + 1])
-                segments.append((g, s + a, e + a, a, b))
+        if lo <= start - 1:
+            push(lo, start - 1)
+        if end + 1 <= hi:
+            push(end + 1, hi)
         total_gain = m_star
     return KadaneResult(tuple(z), tuple(gains.tolist()), tuple(spans), tuple(span_gains))

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxmgmt.strategies import KadaneDialStrategy, SWinStrategy
+from ctxmgmt.strategies import (
+    ACMStrategy,
+    DiscourseTreeStrategy,
+    KadaneDialStrategy,
+    SWinStrategy,
+    TopicThreadStrategy,
+)
 from ctxmgmt.strategies.base import Strategy
 
 StrategyFactory = Callable[[], Strategy]
@@ -12,6 +18,9 @@ StrategyFactory = Callable[[], Strategy]
 MEMORIES: dict[str, StrategyFactory] = {
     "KadaneDialMemory": KadaneDialStrategy,
     "SWinSummaryBuffer": SWinStrategy,
+    "ACMTieredBuffer": ACMStrategy,
+    "DiscourseTreeMemory": DiscourseTreeStrategy,
+    "TopicThreadMemory": TopicThreadStrategy,
 }
 """Every memory with its embedded defaults."""
 

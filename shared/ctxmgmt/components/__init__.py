@@ -1,11 +1,25 @@
 """Pluggable components, each a small protocol with an offline default."""
 
+from ctxmgmt.components.decider import (
+    Decider,
+    EmbeddedDecider,
+    LLMDecider,
+    as_decider,
+)
 from ctxmgmt.components.embedder import (
     CallableEmbedder,
     Embedder,
     SentenceTransformerEmbedder,
     as_embedder,
     default_embedder,
+)
+from ctxmgmt.components.entities import (
+    CallableEntityExtractor,
+    Entity,
+    EntityExtractor,
+    LLMEntityExtractor,
+    SpacyEntityExtractor,
+    as_entity_extractor,
 )
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
@@ -23,15 +37,25 @@ from ctxmgmt.components.tokens import (
 
 __all__ = [
     "CallableEmbedder",
+    "CallableEntityExtractor",
     "CallableTokenCounter",
+    "Decider",
+    "EmbeddedDecider",
     "Embedder",
+    "Entity",
+    "EntityExtractor",
     "ExtractiveSummarizer",
+    "LLMDecider",
+    "LLMEntityExtractor",
     "LLMSummarizer",
     "SentenceTransformerEmbedder",
+    "SpacyEntityExtractor",
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
+    "as_decider",
     "as_embedder",
+    "as_entity_extractor",
     "as_summarizer",
     "as_token_counter",
     "default_embedder",

@@ -1,0 +1,281 @@
+"""DiscourseTreeMemory benchmark: topic-shift detection, MT-Bench+ evidence recall, overhead.
+
+Run: ``python benchmarks/discourse_tree.py [--data ../shared/data] [--tune] [--json out.json]``.
+
+1. **Topic shifts (TIAGE)**: every utterance of a TIAGE dialogue is added as one node; a
+   topic decision ``create`` or ``switch`` of the embedded decider is a predicted shift.
+   Pk (lower is better; k = half the mean reference segment length per dialogue, windows
+   pooled over dialogues) and boundary F1 (exact positions, pooled) on ``tiage_dev.json``,
+   next to a TextTiling-style baseline measured in the same run: cosine of the mean
+   embedding of the ``k`` utterances before and after each gap, depth scores, a boundary
+   where the depth is >= a threshold. ``--tune`` grid-searches both methods' parameters on
+   ``tiage_train.json`` (boundary F1) and reports dev with the tuned values; without it the
+   decider's defaults and the baseline's tuned values are used.
+2. **MT-Bench+** (``mtbenchplus_dev.json``): replay each dialogue, then select for the final
+   probe with no budget. Evidence recall counts a gold turn (a turn of a topic the probe names)
+   when it is in the context verbatim or its node summary is in the summary block; the
+   verbatim-only recall and the token ratio (context / full history, same counter) are
+   reported too.
+3. **Overhead**: wall time per turn of ``select(query)`` + ``add(turn)`` (the memory's own
+   work in a chat; no LLM) while replaying MT-Bench+, p50 and p95, default embedder on one
+   torch thread; then the same replay with every vector cached (the tree's own work), and
+   the machine's load average (the figures depend on it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+from ctxmgmt import Message, Turn  # noqa: E402
+from ctxmgmt.bench.data import load_mtbenchplus  # noqa: E402
+from ctxmgmt.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.components.decider import EmbeddedDecider  # noqa: E402
+from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
+from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+class CachedEmbedder:
+    """The default embedder with a text -> vector cache (tuning re-reads the same utterances)."""
+
+    def __init__(self) -> None:
+        self.inner = default_embedder()
+        self.cache: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            for text, vector in zip(missing, self.inner.embed(missing), strict=True):
+                self.cache[text] = vector
+        return normalise(np.vstack([self.cache[t] for t in texts]))
+
+
+class FirstWords:
+    """A cheap node summariser for the segmentation runs (node summaries do not affect decisions)."""
+
+    uses_llm = False
+
+    def summarize(self, previous: Sequence[str], window_text: str) -> list[str]:
+        return [window_text[:80]]
+
+
+# -- TIAGE --------------------------------------------------------------------------------
+def load_tiage(path: Path) -> list[tuple[list[str], set[int]]]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for utterances in raw.values():
+        texts = [u[0].strip() or "..." for u in utterances]
+        shifts = {i for i, u in enumerate(utterances) if i > 0 and str(u[1]) == "1"}
+        out.append((texts, shifts))
+    return out
+
+
+def decider_shifts(texts: list[str], embedder: CachedEmbedder, params: dict[str, float]) -> set[int]:
+    strategy = DiscourseTreeStrategy(
+        embedder=embedder,
+        decider=EmbeddedDecider(**params),
+        summarizer=FirstWords(),
+        token_counter=lambda t: len(t.split()),
+    )
+    strategy.add_many([Turn(i, (Message("user", t),)) for i, t in enumerate(texts)])
+    return {d["node"] for d in strategy.decisions if d["node"] > 0 and d["topic"] in ("create", "switch")}
+
+
+def texttiling_shifts(texts: list[str], embedder: CachedEmbedder, k: int, threshold: float) -> set[int]:
+    v = embedder.embed(texts)
+    n = len(texts)
+    if n < 2:
+        return set()
+    sims = []
+    for gap in range(1, n):
+        left = v[max(0, gap - k) : gap].mean(axis=0)
+        right = v[gap : gap + k].mean(axis=0)
+        sims.append(float(left @ right / (np.linalg.norm(left) * np.linalg.norm(right) + 1e-9)))
+    out = set()
+    for g, s in enumerate(sims):
+        lpeak = s
+        for x in reversed(sims[:g]):
+            if x < lpeak:
+                break
+            lpeak = x
+        rpeak = s
+        for x in sims[g + 1 :]:
+            if x < rpeak:
+                break
+            rpeak = x
+        if (lpeak - s) + (rpeak - s) >= threshold:
+            out.add(g + 1)
+    return out
+
+
+def segments(n: int, shifts: set[int]) -> list[int]:
+    seg, out = 0, []
+    for i in range(n):
+        if i in shifts:
+            seg += 1
+        out.append(seg)
+    return out
+
+
+def score(dialogues: list[tuple[list[str], set[int]]], predicted: list[set[int]]) -> dict[str, float]:
+    tp = fp = fn = 0
+    errors = probes = 0
+    for (texts, gold), pred in zip(dialogues, predicted, strict=True):
+        tp += len(gold & pred)
+        fp += len(pred - gold)
+        fn += len(gold - pred)
+        n = len(texts)
+        ref, hyp = segments(n, gold), segments(n, pred)
+        k = max(1, round(n / (len(gold) + 1) / 2))
+        for i in range(n - k):
+            probes += 1
+            errors += (ref[i] == ref[i + k]) != (hyp[i] == hyp[i + k])
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "pk": round(errors / probes, 4) if probes else 0.0,
+        "f1": round(f1, 4),
+        "precision": round(precision, 4),
+        "recall": round(recall, 4),
+        "predicted": tp + fp,
+        "gold": tp + fn,
+    }
+
+
+DECIDER_GRID = {
+    "theta_topic": [0.1, 0.15, 0.2, 0.25, 0.3, 0.35],
+    "theta_switch": [0.4, 0.5, 0.6],
+    "switch_margin": [0.05, 0.1, 0.2],
+}
+TILING_GRID = {"k": [1, 2, 3], "threshold": [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4]}
+TILING_DEFAULT = {"k": 2, "threshold": 0.2}
+"""The baseline's values tuned on tiage_train.json (``--tune``: best boundary F1 0.454)."""
+
+
+def tune(train: list[tuple[list[str], set[int]]], embedder: CachedEmbedder) -> dict[str, Any]:
+    best_d: tuple[float, dict[str, float]] = (-1.0, {})
+    for values in itertools.product(*DECIDER_GRID.values()):
+        params = dict(zip(DECIDER_GRID, values, strict=True))
+        result = score(train, [decider_shifts(t, embedder, params) for t, _ in train])
+        if result["f1"] > best_d[0]:
+            best_d = (result["f1"], params)
+    best_t: tuple[float, dict[str, Any]] = (-1.0, {})
+    for k, threshold in itertools.product(*TILING_GRID.values()):
+        result = score(train, [texttiling_shifts(t, embedder, k, threshold) for t, _ in train])
+        if result["f1"] > best_t[0]:
+            best_t = (result["f1"], {"k": k, "threshold": threshold})
+    return {
+        "decider": best_d[1],
+        "decider_train_f1": best_d[0],
+        "tiling": best_t[1],
+        "tiling_train_f1": best_t[0],
+    }
+
+
+def tiage(data: Path, embedder: CachedEmbedder, tuned: dict[str, Any] | None) -> dict[str, Any]:
+    dev = load_tiage(data / "tiage_dev.json")
+    d = EmbeddedDecider()
+    decider_defaults = {
+        "theta_topic": d.theta_topic,
+        "theta_switch": d.theta_switch,
+        "switch_margin": d.switch_margin,
+    }
+    params = tuned["decider"] if tuned else decider_defaults
+    tiling = tuned["tiling"] if tuned else TILING_DEFAULT
+    return {
+        "dialogues": len(dev),
+        "decider_params": params,
+        "embedded_decider": score(dev, [decider_shifts(t, embedder, params) for t, _ in dev]),
+        "tiling_params": tiling,
+        "texttiling": score(dev, [texttiling_shifts(t, embedder, **tiling) for t, _ in dev]),
+        "tuning": tuned,
+    }
+
+
+# -- MT-Bench+ --------------------------------------------------------------------------
+def mtbench(data: Path) -> dict[str, Any]:
+    dialogues = load_mtbenchplus(data / "mtbenchplus_dev.json")
+    recall, verbatim_recall, ratios, per_turn, gold_tree = [], [], [], [], []
+    embedder = CachedEmbedder()
+    embedder.embed(["warm up"])
+    for d in dialogues:
+        strategy = DiscourseTreeStrategy(embedder=embedder)
+        for turn in d.turns:
+            start = time.perf_counter()
+            strategy.select(turn.query)
+            strategy.add(turn)
+            per_turn.append((time.perf_counter() - start) * 1000)
+        for q in d.questions:
+            if not q.evidence:
+                continue
+            context = strategy.select(q.text)
+            verbatim = set(context.turn_indices)
+            summarised = {i for b in context.blocks if b.kind == "summary" for i in b.turns}
+            gold = set(q.evidence)
+            recall.append(len(gold & (verbatim | summarised)) / len(gold))
+            verbatim_recall.append(len(gold & verbatim) / len(gold))
+            ratios.append(context.token_ratio)
+            tree = context.details["plan"]["tree"]
+            trees_of_gold = {strategy.nodes[i]["tree"] for i in gold}
+            gold_tree.append(tree in trees_of_gold)
+    # the same replay with every vector cached: the tree's own work without the embedding model
+    logic_ms = []
+    for d in dialogues:
+        strategy = DiscourseTreeStrategy(embedder=embedder)
+        for turn in d.turns:
+            start = time.perf_counter()
+            strategy.select(turn.query)
+            strategy.add(turn)
+            logic_ms.append((time.perf_counter() - start) * 1000)
+    return {
+        "dialogues": len(dialogues),
+        "questions": len(recall),
+        "evidence_recall": round(statistics.mean(recall), 4),
+        "verbatim_recall": round(statistics.mean(verbatim_recall), 4),
+        "token_ratio_mean": round(statistics.mean(ratios), 4),
+        "token_ratio_max": round(max(ratios), 4),
+        "probe_in_a_gold_topic": round(statistics.mean(gold_tree), 4),
+        "per_turn_ms_p50": round(percentile(per_turn, 50), 2),
+        "per_turn_ms_p95": round(percentile(per_turn, 95), 2),
+        "per_turn_ms_p50_without_embedding": round(percentile(logic_ms, 50), 2),
+        "per_turn_ms_p95_without_embedding": round(percentile(logic_ms, 95), 2),
+        "cpu_load_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--tune", action="store_true", help="grid-search both methods on tiage_train.json")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    embedder = CachedEmbedder()
+    tuned = tune(load_tiage(args.data / "tiage_train.json"), embedder) if args.tune else None
+    result = {"tiage": tiage(args.data, embedder, tuned), "mtbenchplus": mtbench(args.data)}
+    text = json.dumps(result, indent=2)
+    print(text)  # noqa: T201
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":
+    main()

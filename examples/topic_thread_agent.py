@@ -1,0 +1,104 @@
+"""A LangChain agent whose model sees the topic threads relevant to each question (C-DIC).
+
+``TopicThreadMiddleware`` sits in ``create_agent``'s middleware list. After every turn it writes
+the turn back into a small memory of topic threads: a new thread when the topic shifts, else
+the best-matching thread's compressed state is revised. Each model call gets: the system
+prompt, the compressed state of the threads retrieved for the question, their most relevant
+turns verbatim, the newest turn and the question. The checkpointer keeps the full history.
+
+Run it offline (bundled embedder, extractive compression, a rule-based fake model)::
+
+    python examples/topic_thread_agent.py
+
+or compress with a real model (any ``init_chat_model`` string whose provider is installed)::
+
+    CTXMGMT_MODEL="openai:gpt-4o-mini" python examples/topic_thread_agent.py
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+
+from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware
+
+CONVERSATION = [
+    "My sister Lea visits me in Porto on 14 June; she is allergic to peanuts.",
+    "The warehouse robot's lidar keeps failing in bright sunlight.",
+    "I'm learning Portuguese on Tuesdays with a tutor called Rui.",
+    "Lea wants to see the Douro valley while she is here in June.",
+    "We swapped the robot's lidar for a sunlight-filtered model; it works now.",
+    "Rui says my Portuguese past tense needs more practice.",
+    "Any ideas for a vegetarian dinner I could cook tonight?",
+    "When does my sister arrive, and what must I avoid cooking for her?",
+]
+
+
+class OfflineChatModel(BaseChatModel):
+    """A rule-based stand-in for a chat model: it says how many messages it was sent."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "offline-fake"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
+        """No tools in this example."""
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        reply = AIMessage(f"(offline model) I was sent {len(messages)} messages for this answer.")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def compressor_model() -> BaseChatModel | None:
+    """A real model to compress with if ``CTXMGMT_MODEL`` is set and usable, else None (extractive)."""
+    name = os.environ.get("CTXMGMT_MODEL")
+    if not name:
+        return None
+    try:
+        from langchain.chat_models import init_chat_model
+
+        return init_chat_model(name)
+    except Exception as exc:  # missing provider package, bad name, ...
+        print(f"Cannot build {name!r} ({exc}); compressing offline.")
+        return None
+
+
+def main() -> None:
+    """Talk through interleaved topics, then ask about the first one and show what the model got."""
+    llm = compressor_model()
+    middleware = TopicThreadMiddleware(max_tokens=1500, llm=llm)
+    agent = create_agent(
+        llm or OfflineChatModel(),
+        tools=[],
+        system_prompt="You are Dana's assistant. Answer in one or two sentences.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "example"}}
+    for question in CONVERSATION:
+        state = agent.invoke({"messages": [HumanMessage(question)]}, config)
+        context = middleware.last_context
+        print(f"> {question}")
+        print(f"  {state['messages'][-1].text}")
+        threads = context.details.get("retrieved", [])
+        print(f"  [sent {context.tokens} of {context.history_tokens} tokens, threads {threads}]")
+
+    print("\nFor the last question the model received:")
+    for message in middleware.last_context.messages():
+        print(f"  {message.role}: {message.text}")
+    print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
+    print(f"Compressor LLM calls: {middleware.llm_calls}")
+    print("\nThreads, scores and decay:\n" + middleware.explain())
+
+
+if __name__ == "__main__":
+    main()

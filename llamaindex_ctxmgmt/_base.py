@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
@@ -45,6 +45,9 @@ DEFAULT_TOKEN_LIMIT = 3000
 """Token budget when neither ``token_limit`` nor an ``llm`` is given (as ``ChatMemoryBuffer``)."""
 DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 """Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
+
+SUMMARY_CACHE = 32
+"""Distinct summary texts whose ChatMessage objects are reused across gets."""
 
 
 class _TokenizerCounter:
@@ -139,6 +142,7 @@ class StrategyMemory(BaseChatStoreMemory):
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _last_context: Context | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _summary_messages: OrderedDict[str, ChatMessage] = PrivateAttr(default_factory=OrderedDict)
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -268,7 +272,30 @@ class StrategyMemory(BaseChatStoreMemory):
         with self._lock:
             context = build_context(self.strategy, converted, query=query, budget=budget)
             self._last_context = context
-        return select_originals(context, originals, converted)
+            selected = select_originals(context, originals, converted)
+            return self._reuse_summary_messages(selected, originals)
+
+    def _reuse_summary_messages(
+        self, selected: list[ChatMessage], originals: Sequence[ChatMessage]
+    ) -> list[ChatMessage]:
+        """Return the same ChatMessage object for the same summary text, so repeated gets agree.
+
+        Summary and entity blocks become new system messages; the last ``SUMMARY_CACHE``
+        (32) distinct texts are kept. Stored messages pass through untouched.
+        """
+        stored = {id(m) for m in originals}
+        out: list[ChatMessage] = []
+        for message in selected:
+            if id(message) in stored or message.role != MessageRole.SYSTEM:
+                out.append(message)
+                continue
+            text = message.content or ""
+            cached = self._summary_messages.setdefault(text, message)
+            self._summary_messages.move_to_end(text)
+            while len(self._summary_messages) > SUMMARY_CACHE:
+                self._summary_messages.popitem(last=False)
+            out.append(cached)
+        return out
 
     def get(
         self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any

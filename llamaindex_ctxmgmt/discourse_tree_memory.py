@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
@@ -104,8 +103,6 @@ class DiscourseTreeMemory(StrategyMemory):
     decider: Any = Field(default=None, exclude=True, description="ctxmgmt Decider.")
     summarizer: Any = Field(default=None, exclude=True, description="ctxmgmt Summarizer for node summaries.")
 
-    _summary_messages: OrderedDict[str, ChatMessage] = PrivateAttr(default_factory=OrderedDict)
-
     @classmethod
     def class_name(cls) -> str:
         """Class name used in serialised dicts."""
@@ -181,23 +178,3 @@ class DiscourseTreeMemory(StrategyMemory):
     def llm_calls(self) -> int:
         """LLM calls made by the decider and the summariser so far."""
         return self.strategy.llm_calls
-
-    def _select(
-        self, originals: Sequence[ChatMessage], input: str | ChatMessage | None, initial_token_count: int
-    ) -> list[ChatMessage]:
-        selected = super()._select(originals, input, initial_token_count)
-        stored = {id(m) for m in originals}
-        out: list[ChatMessage] = []
-        with self._lock:
-            for message in selected:
-                if id(message) in stored or message.role != MessageRole.SYSTEM:
-                    out.append(message)
-                    continue
-                # The same summary text gives the same message object: repeated gets agree.
-                text = message.content or ""
-                cached = self._summary_messages.setdefault(text, message)
-                self._summary_messages.move_to_end(text)
-                while len(self._summary_messages) > 8:
-                    self._summary_messages.popitem(last=False)
-                out.append(cached)
-        return out

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
@@ -90,8 +89,6 @@ class SWinSummaryBuffer(StrategyMemory):
     background: bool = Field(default=False, description="Summarise windows in a worker thread.")
     llm: Any = Field(default=None, exclude=True, description="LlamaIndex LLM that summarises.")
     summarizer: Any = Field(default=None, exclude=True, description="ctxmgmt Summarizer.")
-
-    _summary_messages: OrderedDict[str, ChatMessage] = PrivateAttr(default_factory=OrderedDict)
 
     @classmethod
     def class_name(cls) -> str:
@@ -179,23 +176,3 @@ class SWinSummaryBuffer(StrategyMemory):
             self.strategy.new_session()
             self.chat_store.delete_messages(self.chat_store_key)
             self._last_context = None
-
-    def _select(
-        self, originals: Sequence[ChatMessage], input: str | ChatMessage | None, initial_token_count: int
-    ) -> list[ChatMessage]:
-        selected = super()._select(originals, input, initial_token_count)
-        stored = {id(m) for m in originals}
-        out: list[ChatMessage] = []
-        with self._lock:
-            for message in selected:
-                if id(message) in stored or message.role != MessageRole.SYSTEM:
-                    out.append(message)
-                    continue
-                # The same summary text gives the same message object: repeated gets agree.
-                text = message.content or ""
-                cached = self._summary_messages.setdefault(text, message)
-                self._summary_messages.move_to_end(text)
-                while len(self._summary_messages) > 8:
-                    self._summary_messages.popitem(last=False)
-                out.append(cached)
-        return out

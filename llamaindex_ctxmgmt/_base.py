@@ -192,6 +192,10 @@ class StrategyMemory(BaseChatStoreMemory):
         unknown = sorted(set(kwargs) - set(cls.model_fields))
         if unknown:
             raise ConfigurationError(f"unexpected arguments for {cls.__name__}.from_defaults: {unknown}")
+        if llm is not None and not isinstance(llm, LLM):
+            raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
+        if "llm" in cls.model_fields:  # memories that summarise or decide with the LLM
+            kwargs["llm"] = llm
         if token_limit is None:
             if llm is not None:
                 token_limit = int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)

@@ -10,10 +10,9 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
-from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.storage.chat_store import BaseChatStore
 
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.strategies.acm import (
     DEFAULT_TOKEN_BUDGET,
     RECALL_SHARE,
@@ -23,7 +22,7 @@ from ctxmgmt.strategies.acm import (
     ACMStrategy,
     check_min_budget,
 )
-from llamaindex_ctxmgmt._base import DEFAULT_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT_RATIO, StrategyMemory
+from llamaindex_ctxmgmt._base import StrategyMemory
 from llamaindex_ctxmgmt._llm import resolve_summarizer
 
 
@@ -132,29 +131,17 @@ class ACMTieredBuffer(StrategyMemory):
             ConfigurationError: an invalid parameter (e.g. ``token_limit=8``, unknown keyword).
             InvalidMessageError: a message of ``chat_history`` cannot be used.
         """
-        if llm is not None and not isinstance(llm, LLM):
-            raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
-        unknown = sorted(set(kwargs) - set(cls.model_fields))
-        if unknown:
-            raise ConfigurationError(f"unexpected arguments for {cls.__name__}.from_defaults: {unknown}")
-        if token_limit is None:
-            token_limit = (
-                int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
-                if llm is not None
-                else DEFAULT_TOKEN_LIMIT
-            )
-        memory = cls(
-            chat_store=chat_store or SimpleChatStore(),
+        memory = super().from_defaults(
+            chat_history=chat_history,
+            llm=llm,
+            chat_store=chat_store,
             chat_store_key=chat_store_key,
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn,
             token_counter=token_counter,
             embed_model=embed_model,
-            llm=llm,
             **kwargs,
         )
-        if chat_history is not None:
-            memory.set(chat_history)
         assert isinstance(memory, ACMTieredBuffer)
         return memory
 

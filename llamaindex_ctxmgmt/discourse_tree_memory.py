@@ -9,12 +9,11 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
-from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.storage.chat_store import BaseChatStore
 
 from ctxmgmt.components.decider import THETA_FORK
 from ctxmgmt.components.summarizer import as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.strategies.discourse_tree import (
     CANDIDATES,
     RECENT_TURNS,
@@ -22,7 +21,7 @@ from ctxmgmt.strategies.discourse_tree import (
     SUMMARY_WORDS,
     DiscourseTreeStrategy,
 )
-from llamaindex_ctxmgmt._base import DEFAULT_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT_RATIO, StrategyMemory
+from llamaindex_ctxmgmt._base import StrategyMemory
 from llamaindex_ctxmgmt._llm import resolve_decider
 
 
@@ -140,15 +139,10 @@ class DiscourseTreeMemory(StrategyMemory):
             ConfigurationError: an invalid parameter (e.g. ``candidates=0``, ``token_limit=0``).
             InvalidMessageError: a message of ``chat_history`` cannot be used.
         """
-        if llm is not None and not isinstance(llm, LLM):
-            raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
-        if token_limit is None:
-            if llm is not None:
-                token_limit = int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
-            else:
-                token_limit = DEFAULT_TOKEN_LIMIT
-        memory = cls(
-            chat_store=chat_store or SimpleChatStore(),
+        memory = super().from_defaults(
+            chat_history=chat_history,
+            llm=llm,
+            chat_store=chat_store,
             chat_store_key=chat_store_key,
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn,
@@ -159,12 +153,10 @@ class DiscourseTreeMemory(StrategyMemory):
             summary_items=summary_items,
             summary_words=summary_words,
             recent_turns=recent_turns,
-            llm=llm,
             decider=decider,
             summarizer=summarizer,
         )
-        if chat_history is not None:
-            memory.set(chat_history)
+        assert isinstance(memory, DiscourseTreeMemory)
         return memory
 
     @property

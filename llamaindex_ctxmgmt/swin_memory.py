@@ -9,14 +9,13 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
-from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.storage.chat_store import BaseChatStore
 
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.session import sync_strategy
 from ctxmgmt.strategies.swin import GAMMA, OVERLAP, RECENT_TURNS, WINDOW, SWinStrategy
 from ctxmgmt.types import group_turns
-from llamaindex_ctxmgmt._base import DEFAULT_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT_RATIO, StrategyMemory
+from llamaindex_ctxmgmt._base import StrategyMemory
 from llamaindex_ctxmgmt._convert import to_messages
 from llamaindex_ctxmgmt._llm import resolve_summarizer
 
@@ -126,15 +125,10 @@ class SWinSummaryBuffer(StrategyMemory):
             ConfigurationError: an invalid parameter (e.g. ``overlap >= window``, ``token_limit=0``).
             InvalidMessageError: a message of ``chat_history`` cannot be used.
         """
-        if llm is not None and not isinstance(llm, LLM):
-            raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
-        if token_limit is None:
-            if llm is not None:
-                token_limit = int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
-            else:
-                token_limit = DEFAULT_TOKEN_LIMIT
-        memory = cls(
-            chat_store=chat_store or SimpleChatStore(),
+        memory = super().from_defaults(
+            chat_history=chat_history,
+            llm=llm,
+            chat_store=chat_store,
             chat_store_key=chat_store_key,
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn,
@@ -145,11 +139,9 @@ class SWinSummaryBuffer(StrategyMemory):
             gamma=gamma,
             recent_turns=recent_turns,
             background=background,
-            llm=llm,
             summarizer=summarizer,
         )
-        if chat_history is not None:
-            memory.set(chat_history)
+        assert isinstance(memory, SWinSummaryBuffer)
         return memory
 
     @property

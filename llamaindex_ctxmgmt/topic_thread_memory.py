@@ -9,10 +9,9 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
-from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.storage.chat_store import BaseChatStore
 
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.strategies.topic_thread import (
     ALPHA,
     KEEP_LAST,
@@ -24,7 +23,7 @@ from ctxmgmt.strategies.topic_thread import (
     VERBATIM_TURNS,
     TopicThreadStrategy,
 )
-from llamaindex_ctxmgmt._base import DEFAULT_TOKEN_LIMIT, DEFAULT_TOKEN_LIMIT_RATIO, StrategyMemory
+from llamaindex_ctxmgmt._base import StrategyMemory
 from llamaindex_ctxmgmt._llm import resolve_summarizer
 
 
@@ -142,15 +141,10 @@ class TopicThreadMemory(StrategyMemory):
             ConfigurationError: an invalid parameter (e.g. ``tau=2``, ``token_limit=0``).
             InvalidMessageError: a message of ``chat_history`` cannot be used.
         """
-        if llm is not None and not isinstance(llm, LLM):
-            raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
-        if token_limit is None:
-            if llm is not None:
-                token_limit = int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
-            else:
-                token_limit = DEFAULT_TOKEN_LIMIT
-        memory = cls(
-            chat_store=chat_store or SimpleChatStore(),
+        memory = super().from_defaults(
+            chat_history=chat_history,
+            llm=llm,
+            chat_store=chat_store,
             chat_store_key=chat_store_key,
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn,
@@ -164,11 +158,9 @@ class TopicThreadMemory(StrategyMemory):
             top_k=top_k,
             verbatim_turns=verbatim_turns,
             keep_last=keep_last,
-            llm=llm,
             summarizer=summarizer,
         )
-        if chat_history is not None:
-            memory.set(chat_history)
+        assert isinstance(memory, TopicThreadMemory)
         return memory
 
     @property

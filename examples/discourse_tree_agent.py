@@ -5,7 +5,8 @@ conversation into topic trees with branches (Context-Agent): a trip to Rome, an 
 trip to Paris branching off it, an unrelated pandas question, and a return to Rome. For each
 model call it sends the active path verbatim and one system message summarising the other
 topics and branches; the checkpointer keeps the full history. The embedded decider makes no
-LLM call.
+LLM call. At the end it writes the forest as an HTML page (active path highlighted) to the
+temporary folder.
 
 Run it offline (a small fake model answers)::
 
@@ -19,6 +20,7 @@ or with a real model, any ``init_chat_model`` string whose provider package is i
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 from langchain.agents import create_agent
@@ -98,6 +100,8 @@ def main() -> None:
         print(f"  {message.role}: {message.text}")
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print("\nThe conversation as a forest (* = active path):\n" + middleware.tree.explain())
+    page = middleware.tree.render_html(os.path.join(tempfile.gettempdir(), "discourse_forest.html"))
+    print(f"\nThe same forest as a web page: {page}")
 
 
 if __name__ == "__main__":

@@ -278,3 +278,38 @@ def test_bm25_rare_terms_weigh_more() -> None:
     scores = scores_for(texts, "cat zebra")
     assert scores[3] == scores.max()
     assert scores[0] == scores[1] == scores[2] > 0
+
+
+def test_frozen_graph_matches_sentence_transformers_encode(default_embedder) -> None:
+    """The frozen TorchScript path (calls of up to 8 texts) gives encode's vectors."""
+    from ctxmgmt.components.embedder import FROZEN_MAX_TEXTS, SentenceTransformerEmbedder
+
+    texts = ["I adopted a cat last week.", "Where did we go hiking in May, and with whom?", "ok"]
+    assert default_embedder.frozen_encoder is not None
+    fast = default_embedder.embed(texts)
+    plain = SentenceTransformerEmbedder(frozen=False).embed(texts)
+    assert fast.shape == plain.shape == (3, 384)
+    np.testing.assert_allclose(fast, plain, atol=1e-5)
+    one = default_embedder.embed(texts[1:2])
+    np.testing.assert_allclose(one[0], plain[1], atol=1e-5)
+    many = default_embedder.embed(texts * FROZEN_MAX_TEXTS)  # a large batch goes through encode
+    np.testing.assert_allclose(many[:3], plain, atol=1e-5)
+
+
+def test_frozen_encoder_is_skipped_for_non_mean_pooling_models() -> None:
+    from ctxmgmt.components.embedder import _frozen_encoder_for
+
+    def module(name: str, config: dict[str, str]) -> object:
+        return type(name, (), {"get_config_dict": lambda self: config})()
+
+    cls_pooled = [module("Transformer", {}), module("Pooling", {"pooling_mode": "cls"})]
+    assert _frozen_encoder_for(cls_pooled) is None
+
+
+def test_embedder_batch_size_is_validated() -> None:
+    from ctxmgmt.components.embedder import SentenceTransformerEmbedder
+
+    with pytest.raises(ConfigurationError):
+        SentenceTransformerEmbedder(batch_size=0)
+    with pytest.raises(ConfigurationError):
+        SentenceTransformerEmbedder(batch_size=True)

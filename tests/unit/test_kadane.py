@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxmgmt import ConfigurationError, KadaneResult, kadane_dial
+from ctxmgmt import ConfigurationError, KadaneResult, kadane, kadane_dial
 from ctxmgmt.kadane import TAU, THETA, best_span, z_normalise
 
 # ---------------------------------------------------------------------------------------
@@ -115,6 +116,33 @@ def test_matches_brute_force(scores: list[float], tau: float, theta: float) -> N
     assert list(result.span_gains) == pytest.approx(span_gains, rel=1e-9, abs=1e-9)
     assert list(result.z) == pytest.approx(ref_z(scores), rel=1e-9, abs=1e-9)
     assert list(result.gains) == pytest.approx([z - tau for z in ref_z(scores)], rel=1e-9, abs=1e-9)
+
+
+@settings(database=None, max_examples=150, deadline=None)
+@given(scores=signals, tau=taus, theta=thetas)
+def test_vectorised_passes_match_brute_force(scores: list[float], tau: float, theta: float) -> None:
+    """Every segment through the numpy pass (normally only segments over SMALL_SEGMENT turns)."""
+    with mock.patch.object(kadane, "SMALL_SEGMENT", -1):
+        result = kadane_dial(scores, tau=tau, theta=theta)
+    spans, span_gains = ref_kadane_dial(scores, tau, theta)
+    assert list(result.spans) == spans
+    assert list(result.span_gains) == pytest.approx(span_gains, rel=1e-9, abs=1e-9)
+
+
+@settings(database=None, max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(100, 400),
+    kind=st.sampled_from(["uniform", "normal", "topics"]),
+    theta=st.floats(min_value=0.0, max_value=4.0),
+)
+def test_long_signals_mix_both_passes_and_match_brute_force(
+    seed: int, n: int, kind: str, theta: float
+) -> None:
+    scores = _signal(seed, n, kind)
+    result = kadane_dial(np.asarray(scores), theta=theta)
+    spans, _ = ref_kadane_dial(scores, TAU, theta)
+    assert list(result.spans) == spans
 
 
 @settings(database=None, max_examples=200, deadline=None)
@@ -327,7 +355,9 @@ def test_invalid_theta(bad: float) -> None:
         kadane_dial([0.1, 0.2], theta=bad)
 
 
-@pytest.mark.parametrize("scores", [[math.nan], [0.1, math.nan, 0.3], [0.1, math.inf], [-math.inf, 0.2]])
+@pytest.mark.parametrize(
+    "scores", [[math.nan], [0.1, math.nan, 0.3], [0.1, math.inf], [-math.inf, 0.2], [[0.1, 0.2]]]
+)
 def test_non_finite_scores(scores: list[float]) -> None:
     with pytest.raises(ConfigurationError):
         kadane_dial(scores)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import Embedder, as_embedder, embed_query
+from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.strategies.base import Strategy
@@ -122,7 +122,7 @@ class TopKDenseStrategy(Strategy):
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if not self._turns:
             return context
-        scores = np.stack(self._vectors) @ embed_query(self.embedder, query).reshape(-1)
+        scores = dot_rows(np.stack(self._vectors), embed_query(self.embedder, query).reshape(-1))
         order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
         chosen: list[int] = []
         used = 0

@@ -38,6 +38,17 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / norms
 
 
+def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``matrix @ vector`` (one dot product per row) without waking BLAS threads.
+
+    numpy's ``@`` hands a matrix-vector product of a few hundred rows to OpenBLAS's thread
+    pool, whose threads keep spinning after it returns and take the CPU from the next
+    torch forward pass: on 2 cores a query embedding went from 10 ms to 35 ms after one
+    such product. ``einsum`` runs the same product single-threaded (2 ms for 10,000 rows).
+    """
+    return np.einsum("ij,j->i", matrix, vector)
+
+
 _MODEL_LOCK = threading.Lock()
 
 FROZEN_MAX_TEXTS = 8
@@ -138,7 +149,11 @@ def _frozen_encoder_for(model: Any) -> _FrozenEncoder | None:
         modules = list(model)
         pooling = modules[1].get_config_dict().get("pooling_mode") if len(modules) > 1 else None
         kinds = [type(m).__name__ for m in modules]
-        if kinds[:2] != ["Transformer", "Pooling"] or pooling != "mean" or kinds[2:] not in ([], ["Normalize"]):
+        if (
+            kinds[:2] != ["Transformer", "Pooling"]
+            or pooling != "mean"
+            or kinds[2:] not in ([], ["Normalize"])
+        ):
             return None
         return _FrozenEncoder(model)
     except Exception as exc:  # any tracing problem: keep the plain encode path

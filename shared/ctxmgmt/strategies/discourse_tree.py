@@ -20,7 +20,7 @@ from ctxmgmt.components.decider import (
     TopicView,
     as_decider,
 )
-from ctxmgmt.components.embedder import Embedder, as_embedder, embed_query
+from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
@@ -282,7 +282,7 @@ class DiscourseTreeStrategy(Strategy):
         views = []
         for tree in self._trees:
             ids = tree["nodes"]
-            sims = np.vstack([self._vectors[i] for i in ids]) @ q
+            sims = dot_rows(np.vstack([self._vectors[i] for i in ids]), q)
             centroid = self._tree_sums[tree["id"]]
             norm = float(np.linalg.norm(centroid))
             views.append(
@@ -325,7 +325,8 @@ class DiscourseTreeStrategy(Strategy):
             current = tree["current"]
             path = self.path(current)
             on_path = set(path)
-            sims = {i: float(self._vectors[i] @ q) for i in tree["nodes"]}
+            node_sims = dot_rows(np.vstack([self._vectors[i] for i in tree["nodes"]]), q)
+            sims = dict(zip(tree["nodes"], node_sims.tolist(), strict=True))
             fork = max(tree["nodes"], key=lambda i: (sims[i], i))
             ancestor = fork in on_path and fork != current
             other_branch = fork not in on_path
@@ -471,7 +472,7 @@ class DiscourseTreeStrategy(Strategy):
                 )
         for section in sections:
             vectors = np.vstack([self._vectors[i] for i in section["turns"]])
-            section["similarity"] = round(float((vectors @ q).max()), 4)
+            section["similarity"] = round(float(dot_rows(vectors, q).max()), 4)
         return path, sections
 
     def _summary_text(self, sections: Sequence[dict[str, Any]]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import Embedder, as_embedder, embed_query
+from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import ConfigurationError
@@ -151,7 +151,7 @@ class KadaneDialStrategy(Strategy):
         if self._query[0] != query:
             self._query = (query, embed_query(self.embedder, query)[0])
         q = self._query[1]
-        dense = self.matrix @ q
+        dense = dot_rows(self.matrix, q)
         if self.lexical_weight:
             lexical = self._lexical.scores(query)
             top = lexical.max()
@@ -187,7 +187,7 @@ class KadaneDialStrategy(Strategy):
             return context
         relevance = self.relevance(query)
         scores = self.signal(relevance)
-        result = kadane_dial(scores.tolist(), tau=self.tau, theta=self.theta)
+        result = kadane_dial(scores, tau=self.tau, theta=self.theta)
         recent = set(range(max(0, n - self.keep_last), n))
         chosen = set(result.selected) | recent
         dropped: list[int] = []

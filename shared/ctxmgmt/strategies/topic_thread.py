@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ctxmgmt.budget import message_tokens, turn_tokens
-from ctxmgmt.components.embedder import Embedder, as_embedder, embed_query
+from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -511,7 +511,7 @@ class TopicThreadStrategy(Strategy):
         if not self._vectors:
             return np.zeros(0)
         q = self._query_vector(query)
-        dense = np.vstack(self._vectors).astype(np.float64) @ q
+        dense = dot_rows(np.vstack(self._vectors).astype(np.float64), np.asarray(q, dtype=np.float64))
         if self.lexical_weight:
             lexical = self._lexical.scores(query)
             top = lexical.max()

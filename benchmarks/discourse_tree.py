@@ -1,6 +1,8 @@
 """DiscourseTreeMemory benchmark: topic-shift detection, MT-Bench+ evidence recall, overhead.
 
-Run: ``python benchmarks/discourse_tree.py [--data ../shared/data] [--tune] [--json out.json]``.
+Run: ``python benchmarks/discourse_tree.py [--data ../shared/data] [--tune] [--json out.json]``;
+``--fit`` instead refits the embedded decider's shift model on ``tiage_train.json`` (gold
+segments as the forest) and prints it (``ctxmgmt.components.decider.SHIFT_MODEL``).
 
 1. **Topic shifts (TIAGE)**: every utterance of a TIAGE dialogue is added as one node; a
    topic decision ``create`` or ``switch`` of the embedded decider is a predicted shift.
@@ -41,9 +43,9 @@ import numpy as np  # noqa: E402
 from ctxmgmt import Message, Turn  # noqa: E402
 from ctxmgmt.bench.data import load_mtbenchplus  # noqa: E402
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
-from ctxmgmt.components.decider import EmbeddedDecider  # noqa: E402
+from ctxmgmt.components.decider import EmbeddedDecider, TopicView  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
-from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
+from ctxmgmt.strategies.discourse_tree import WINDOW_NODES, DiscourseTreeStrategy  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
@@ -166,6 +168,70 @@ TILING_DEFAULT = {"k": 2, "threshold": 0.2}
 """The baseline's values tuned on tiage_train.json (``--tune``: best boundary F1 0.454)."""
 
 
+def gold_views(
+    texts: list[str], shifts: set[int], embedder: CachedEmbedder
+) -> list[tuple[str, list[TopicView]]]:
+    """Per utterance after the first, the forest views a decider would get if the forest were
+    the gold segmentation (one tree per segment, a chain of nodes; the latest segment active)."""
+    vectors = embedder.embed(texts)
+    segments: list[list[int]] = [[0]]
+    out = []
+    for i in range(1, len(texts)):
+        q = vectors[i]
+        views = []
+        for sid, ids in enumerate(segments):
+            block = vectors[ids]
+            centroid, window = block.sum(axis=0), block[-WINDOW_NODES:].sum(axis=0)
+            views.append(
+                TopicView(
+                    id=sid,
+                    summary="",
+                    similarity=float(centroid @ q / np.linalg.norm(centroid)),
+                    recent=float(block[-1] @ q),
+                    best=float((block @ q).max()),
+                    nodes=len(ids),
+                    active=sid == len(segments) - 1,
+                    window=float(window @ q / np.linalg.norm(window)),
+                    last_query=texts[ids[-1]],
+                )
+            )
+        out.append((texts[i], views))
+        if i in shifts:
+            segments.append([i])
+        else:
+            segments[-1].append(i)
+    return out
+
+
+def fit_shift_model(
+    train: list[tuple[list[str], set[int]]], embedder: CachedEmbedder, *, l2: float = 0.01
+) -> dict[str, Any]:
+    """Logistic regression of "utterance starts a topic" on the decider's shift features,
+    over the gold segmentation of ``train`` (full-batch gradient descent, L2 ``l2``)."""
+    decider = EmbeddedDecider()
+    rows, labels = [], []
+    for texts, shifts in train:
+        for k, (query, views) in enumerate(gold_views(texts, shifts, embedder), start=1):
+            active = next(v for v in views if v.active)
+            rows.append(decider.shift_features(query, active, [v for v in views if not v.active]))
+            labels.append(float(k in shifts))
+    x, y = np.asarray(rows), np.asarray(labels)
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
+    z = (x - mean) / scale
+    w, b = np.zeros(z.shape[1]), 0.0
+    for _ in range(3000):
+        p = 1 / (1 + np.exp(-(z @ w + b)))
+        w -= 0.5 * (z.T @ (p - y) / len(y) + l2 * w)
+        b -= 0.5 * float((p - y).mean())
+    return {
+        "mean": np.round(mean, 4).tolist(),
+        "scale": np.round(scale, 4).tolist(),
+        "weights": np.round(w, 3).tolist(),
+        "bias": round(b, 3),
+        "utterances": len(y),
+    }
+
+
 def tune(train: list[tuple[list[str], set[int]]], embedder: CachedEmbedder) -> dict[str, Any]:
     best_d: tuple[float, dict[str, float]] = (-1.0, {})
     for values in itertools.product(*DECIDER_GRID.values()):
@@ -262,12 +328,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--tune", action="store_true", help="grid-search both methods on tiage_train.json")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--fit", action="store_true", help="fit the decider's shift model on tiage_train.json, print it, stop"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
     embedder = CachedEmbedder()
+    if args.fit:
+        model = fit_shift_model(load_tiage(args.data / "tiage_train.json"), embedder)
+        print(json.dumps(model))  # noqa: T201
+        return {"shift_model": model}
     tuned = tune(load_tiage(args.data / "tiage_train.json"), embedder) if args.tune else None
     result = {"tiage": tiage(args.data, embedder, tuned), "mtbenchplus": mtbench(args.data)}
     text = json.dumps(result, indent=2)

@@ -215,3 +215,69 @@ def test_decisions_are_plain_data():
         "reason": "why",
         "source": "embedded",
     }
+
+
+# -- shift model ---------------------------------------------------------------------------
+def view(score: float, *, last_query: str = "", nodes: int = 4) -> TopicView:
+    return TopicView(0, "summary", score, score, score, nodes, True, window=score, last_query=last_query)
+
+
+def test_shift_probability_rises_for_an_unrelated_question():
+    d = EmbeddedDecider()
+    related = d.shift_probability("I love hiking there every summer with my dog.", view(0.7), [])
+    unrelated = d.shift_probability("What kind of music do you listen to at work?", view(0.1), [])
+    assert 0.0 <= related < d.theta_shift <= unrelated <= 1.0
+
+
+def test_shift_model_decides_continue_or_create():
+    d = EmbeddedDecider()
+    stay = d.decide_topic("We hiked that trail with my dog last summer.", [view(0.7)])
+    leave = d.decide_topic("What kind of music do you listen to at work?", [view(0.1)])
+    assert stay.action == "continue" and "shift probability" in stay.reason
+    assert leave.action == "create" and "shift probability" in leave.reason
+
+
+def test_a_related_statement_with_an_unrelated_score_leaves_the_topic():
+    """Below theta_unrelated the shift model is overruled (instructions after a maths question)."""
+    d = EmbeddedDecider(theta_shift=0.9)
+    query = "Write a function that finds the majority element of an integer array."
+    assert d.shift_probability(query, view(0.1), []) < d.theta_shift
+    assert d.decide_topic(query, [view(0.3)]).action == "continue"
+    decision = d.decide_topic(query, [view(0.1)])
+    assert decision.action == "create" and "theta_unrelated" not in decision.reason
+    assert f"< {d.theta_unrelated:g}" in decision.reason
+
+
+def test_previous_question_lowers_the_shift_probability():
+    d = EmbeddedDecider()
+    query = "I work at a bakery downtown, mostly early mornings."
+    after_statement = d.shift_probability(query, view(0.3, last_query="I like bread."), [])
+    after_question = d.shift_probability(query, view(0.3, last_query="Where do you work?"), [])
+    assert after_question < after_statement
+
+
+def test_without_a_shift_model_the_threshold_rules_decide():
+    d = EmbeddedDecider(shift_model=None)
+    assert d.decide_topic("What is the name of my cat?", [view(0.35)]).action == "continue"
+    assert d.decide_topic("What is the name of my cat?", [view(0.2)]).action == "create"
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"mean": [0.0], "scale": [1.0], "weights": [1.0], "bias": 0.0},
+        {"mean": [0.0] * 10, "scale": [0.0] * 10, "weights": [1.0] * 10, "bias": 0.0},
+        {"mean": [0.0] * 10, "scale": [1.0] * 10, "weights": [1.0] * 10},
+        {"mean": [0.0] * 10, "scale": [1.0] * 10, "weights": [float("nan")] * 10, "bias": 0.0},
+    ],
+)
+def test_invalid_shift_model(model):
+    with pytest.raises(ConfigurationError):
+        EmbeddedDecider(shift_model=model)
+
+
+def test_invalid_shift_thresholds():
+    with pytest.raises(ConfigurationError):
+        EmbeddedDecider(theta_shift=1.5)
+    with pytest.raises(ConfigurationError):
+        EmbeddedDecider(theta_unrelated="x")

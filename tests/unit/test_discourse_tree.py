@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import logging
 
+import numpy as np
 import pytest
 
 from ctxmgmt import ConfigurationError, Message, Turn
-from ctxmgmt.components.decider import BranchDecision, LLMDecider, TopicDecision
+from ctxmgmt.components.decider import BranchDecision, EmbeddedDecider, LLMDecider, TopicDecision
 from ctxmgmt.strategies.discourse_tree import BriefSummarizer, DiscourseTreeStrategy
 
 
@@ -404,3 +405,19 @@ def test_plot_of_a_large_forest_and_of_an_empty_one(hashing_embedder, tmp_path):
     # an empty forest draws a figure saying so (no error: a fresh memory can always be plotted)
     empty = make(embedder=hashing_embedder).plot(str(tmp_path / "empty.png"))
     assert open(empty, "rb").read().startswith(PNG)
+
+
+def test_topic_views_carry_the_recent_window_and_the_last_query(hashing_embedder) -> None:
+    from ctxmgmt.components.embedder import embed_query
+
+    s = DiscourseTreeStrategy(embedder=hashing_embedder, decider=EmbeddedDecider(shift_model=None))
+    for i, text in enumerate(
+        ["my cat Miso sleeps", "my cat Miso eats fish", "Miso the cat purrs", "cat toys"]
+    ):
+        s.add(Turn(i, (Message("user", text), Message("assistant", "nice"))))
+    q = embed_query(hashing_embedder, "cat Miso")[0]
+    (view,) = [v for v in s._topic_views(q) if v.active]
+    tree = s.trees[view.id]
+    assert view.last_query == s.nodes[tree["current"]]["query"] == "cat toys"
+    window = np.sum([s._vectors[i] for i in tree["nodes"][-3:]], axis=0)
+    assert view.window == pytest.approx(float(window @ q / np.linalg.norm(window)))

@@ -22,7 +22,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -46,6 +46,39 @@ THETA_FORK = 0.35
 """Similarity a fork node needs for the branch filter to fire (MiniLM; Context-Agent 3.3 step 3)."""
 BRANCH_MARGIN = 0.15
 """How much more similar the fork node must be than the current node to branch without a cue."""
+THETA_SHIFT = 0.25
+"""Shift probability at or above which the active topic ends (tuned for boundary F1 on TIAGE train)."""
+
+THETA_UNRELATED = 0.2
+"""Active-tree score below which a query leaves the topic whatever the shift model says, unless
+it is a follow-up (MT-Bench+ dev: instructions such as "Write a function ..." after a maths
+question read as continuations to a model fitted on chit-chat)."""
+
+SHIFT_FEATURES: tuple[str, ...] = (
+    "centroid",
+    "recent",
+    "best",
+    "window",
+    "log_nodes",
+    "other",
+    "question",
+    "log_words",
+    "follow_up",
+    "after_question",
+)
+"""Inputs of the topic-shift model, in order (see :meth:`EmbeddedDecider.shift_features`)."""
+
+SHIFT_MODEL: dict[str, Any] = {
+    "mean": [0.3418, 0.3123, 0.3675, 0.3388, 1.3262, 0.1934, 0.283, 2.5374, 0.0373, 0.3126],
+    "scale": [0.1487, 0.1738, 0.16, 0.1534, 0.5232, 0.1764, 0.4505, 0.3119, 0.1896, 0.4636],
+    "weights": [0.045, -0.485, -0.252, -0.256, 0.062, 0.1, 0.705, 0.18, -0.112, -0.344],
+    "bias": -1.782,
+}
+"""Logistic model of "this query starts a new topic" over standardised :data:`SHIFT_FEATURES`.
+
+Fitted on TIAGE train (300 PersonaChat dialogues, 4,392 utterances after the first, gold segments as the
+forest) with the bundled MiniLM: ``python benchmarks/discourse_tree.py --fit`` prints it."""
+
 SHORT_QUERY_WORDS = 4
 """Queries this short (in words) that name no other topic continue the current one ("Why?")."""
 
@@ -163,6 +196,8 @@ class TopicView:
         best: Highest cosine of the query with any node of the tree.
         nodes: Number of nodes (turns) in the tree.
         active: True for the active tree.
+        window: Cosine of the query with the mean of the tree's last 3 nodes (None: unknown).
+        last_query: The user message of the tree's current node ("" when unknown).
     """
 
     id: int
@@ -172,6 +207,8 @@ class TopicView:
     best: float
     nodes: int
     active: bool
+    window: float | None = None
+    last_query: str = ""
 
     @property
     def score(self) -> float:
@@ -262,6 +299,21 @@ class Decider(Protocol):
         ...
 
 
+def _check_shift_model(model: Mapping[str, Any]) -> dict[str, Any]:
+    n = len(SHIFT_FEATURES)
+    try:
+        out = {key: [float(v) for v in model[key]] for key in ("mean", "scale", "weights")}
+        out["bias"] = float(model["bias"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigurationError(f"shift_model needs mean, scale, weights and bias: {exc}") from exc
+    if any(len(out[key]) != n for key in ("mean", "scale", "weights")):
+        raise ConfigurationError(f"shift_model mean, scale and weights need {n} values each")
+    values = [*out["mean"], *out["scale"], *out["weights"], out["bias"]]
+    if not all(math.isfinite(v) for v in values) or min(out["scale"]) <= 0:
+        raise ConfigurationError("shift_model values must be finite and every scale > 0")
+    return out
+
+
 def _check_number(label: str, value: Any, low: float = -1.0, high: float = 1.0) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigurationError(f"{label} must be a finite number, got {value!r}")
@@ -282,9 +334,16 @@ class EmbeddedDecider:
     3. a return cue ("back to", "as I said", ...) and another tree >= ``theta_topic`` that
        beats the active one: switch to the best such tree;
     4. another tree >= ``theta_switch`` beating the active tree by ``switch_margin``: switch;
-    5. the active tree >= ``theta_topic``, or a follow-up (a pointer at the latest answer such
-       as "your previous response"; or a short query: at most 4 words, or up to 8 opening
-       with "and", "it", "what about", ...): continue;
+    5. the shift model's probability that the query starts a new topic is below
+       ``theta_shift``, and the active tree scores >= ``theta_unrelated`` or the query is a
+       follow-up: continue. The model (:data:`SHIFT_MODEL`, a logistic regression
+       fitted on TIAGE train) reads the active tree's cosines (centroid, current node, best
+       node, last 3 nodes), its size, the best other tree, whether the query is a question,
+       its length, follow-up cues, and whether the previous query was a question.
+       With ``shift_model=None``: continue when the active tree >= ``theta_topic`` or the
+       query is a follow-up (a pointer at the latest answer such as "your previous
+       response"; or a short query: at most 4 words, or up to 8 opening with "and", "it",
+       "what about", ...);
     6. another tree >= ``theta_switch``: switch; otherwise create.
 
     Branch decision (asked only when the strategy's filter fires: the fork node is relevant
@@ -305,6 +364,12 @@ class EmbeddedDecider:
         switch_margin: Lead another tree needs over the active tree to switch; 0.1.
         branch_margin: Lead the fork node needs over the current node to branch without a
             cue; 0.15.
+        theta_shift: Shift probability at or above which the active topic ends; 0.25 (tuned
+            for boundary F1 on TIAGE train).
+        theta_unrelated: Active-tree score below which the shift model is overruled and the
+            topic ends (unless the query is a follow-up); 0.2 (MT-Bench+ dev).
+        shift_model: ``{"mean", "scale", "weights", "bias"}`` over :data:`SHIFT_FEATURES`;
+            default :data:`SHIFT_MODEL`. None uses the ``theta_topic`` rule instead.
 
     Example:
         >>> d = EmbeddedDecider()
@@ -321,11 +386,43 @@ class EmbeddedDecider:
         theta_switch: float = THETA_SWITCH,
         switch_margin: float = SWITCH_MARGIN,
         branch_margin: float = BRANCH_MARGIN,
+        theta_shift: float = THETA_SHIFT,
+        theta_unrelated: float = THETA_UNRELATED,
+        shift_model: Mapping[str, Any] | None = SHIFT_MODEL,
     ) -> None:
         self.theta_topic = _check_number("theta_topic", theta_topic)
         self.theta_switch = _check_number("theta_switch", theta_switch)
         self.switch_margin = _check_number("switch_margin", switch_margin, 0.0, 2.0)
         self.branch_margin = _check_number("branch_margin", branch_margin, 0.0, 2.0)
+        self.theta_shift = _check_number("theta_shift", theta_shift, 0.0, 1.0)
+        self.theta_unrelated = _check_number("theta_unrelated", theta_unrelated)
+        self.shift_model = None if shift_model is None else _check_shift_model(shift_model)
+
+    def shift_features(self, query: str, active: TopicView, others: Sequence[TopicView]) -> list[float]:
+        """The shift model's inputs (:data:`SHIFT_FEATURES`) for ``query`` against the active tree."""
+        words = len(query.split())
+        return [
+            active.similarity,
+            active.recent,
+            active.best,
+            active.recent if active.window is None else active.window,
+            math.log1p(active.nodes),
+            max((t.score for t in others), default=0.0),
+            float("?" in query),
+            math.log1p(words),
+            float(self.is_follow_up(query) is not None),
+            float("?" in active.last_query),
+        ]
+
+    def shift_probability(self, query: str, active: TopicView, others: Sequence[TopicView]) -> float:
+        """Probability (0-1) that ``query`` leaves the active topic, by the shift model."""
+        model = self.shift_model if self.shift_model is not None else SHIFT_MODEL
+        x = self.shift_features(query, active, others)
+        logit = model["bias"] + sum(
+            w * (v - m) / sd
+            for v, m, sd, w in zip(x, model["mean"], model["scale"], model["weights"], strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, logit))))
 
     def is_follow_up(self, query: str) -> str | None:
         """The follow-up cue of a query ("Why?", "and the second one?", "shorten your answer"), or None."""
@@ -369,21 +466,34 @@ class EmbeddedDecider:
                 f"topic {best.id} scores {best.score:.2f} >= {self.theta_switch:g}, "
                 f"active {a_score:.2f} + margin {self.switch_margin:g}",
             )
-        if active is not None:
+        follow = None if new_cue else self.is_follow_up(query)
+        if active is not None and follow:
+            return TopicDecision("continue", active.id, f"follow-up ({follow})")
+        why = f"no topic scores >= {self.theta_topic:g}"
+        if active is not None and self.shift_model is not None and not new_cue:
+            p = self.shift_probability(query, active, others)
+            why = (
+                f"shift probability {p:.2f} >= {self.theta_shift:g}"
+                if p >= self.theta_shift
+                else f"active topic scores < {self.theta_unrelated:g}"
+            )
+            if p < self.theta_shift and a_score >= self.theta_unrelated:
+                return TopicDecision(
+                    "continue",
+                    active.id,
+                    f"shift probability {p:.2f} < {self.theta_shift:g}, active topic scores {a_score:.2f}",
+                )
+        elif active is not None and self.shift_model is None:
             if a_score >= self.theta_topic:
                 return TopicDecision(
                     "continue", active.id, f"active topic scores {a_score:.2f} >= {self.theta_topic:g}"
                 )
-            follow = self.is_follow_up(query)
-            if follow and not new_cue:
-                return TopicDecision("continue", active.id, f"follow-up ({follow})")
         if best is not None and best.score >= self.theta_switch:
             return TopicDecision("switch", best.id, f"topic {best.id} scores {best.score:.2f}")
         return TopicDecision(
             "create",
             None,
-            f"no topic scores >= {self.theta_topic:g} (active {a_score:.2f}, "
-            f"best other {best.score if best else float('nan'):.2f})",
+            f"{why} (active {a_score:.2f}, best other {best.score if best else float('nan'):.2f})",
         )
 
     def decide_branch(

@@ -37,10 +37,12 @@ SUMMARY_ITEMS = 8
 """Most node summaries per topic or branch summary: the first node and the newest ones."""
 RECENT_TURNS = 0
 """Newest turns always shown verbatim even when off the active path (0 as in Context-Agent)."""
+WINDOW_NODES = 3
+"""Nodes in a tree's recent window, whose mean cosine the shift model reads (TopicView.window)."""
 HEADER = "Summaries of the other topics and branches of this conversation:"
 """First line of the summary block."""
-SUMMARY_WORDS = 15
-"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 15 keeps the
+SUMMARY_WORDS = 12
+"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 12 keeps the
 context under half of the history's tokens)."""
 
 
@@ -285,6 +287,8 @@ class DiscourseTreeStrategy(Strategy):
             sims = dot_rows(np.vstack([self._vectors[i] for i in ids]), q)
             centroid = self._tree_sums[tree["id"]]
             norm = float(np.linalg.norm(centroid))
+            window = np.sum([self._vectors[i] for i in ids[-WINDOW_NODES:]], axis=0)
+            window_norm = float(np.linalg.norm(window))
             views.append(
                 TopicView(
                     id=tree["id"],
@@ -294,6 +298,8 @@ class DiscourseTreeStrategy(Strategy):
                     best=float(sims.max()),
                     nodes=len(ids),
                     active=tree["id"] == self._active,
+                    window=float(window @ q / window_norm) if window_norm else 0.0,
+                    last_query=self._nodes[tree["current"]].get("query", ""),
                 )
             )
         return views
@@ -410,7 +416,14 @@ class DiscourseTreeStrategy(Strategy):
             branch_id = len(self._branches)
             self._branches.append({"id": branch_id, "tree": tree_id, "fork": parent, "nodes": []})
         self._nodes.append(
-            {"id": node, "tree": tree_id, "branch": branch_id, "parent": parent, "summary": summary}
+            {
+                "id": node,
+                "tree": tree_id,
+                "branch": branch_id,
+                "parent": parent,
+                "summary": summary,
+                "query": plan["query"],
+            }
         )
         self._vectors.append(np.asarray(vector, dtype=np.float32))
         tree = self._trees[tree_id]

@@ -59,6 +59,24 @@ class BM25Index:
             self._postings.setdefault(term, []).append((doc, tf))
         self._lengths.append(sum(counts.values()))
 
+    def document_share(self, term: str) -> float:
+        """Share (0-1) of the documents containing ``term`` (a :func:`tokenize` token)."""
+        return len(self._postings.get(term, ())) / len(self._lengths) if self._lengths else 0.0
+
+    def without_common_words(self, text: str, max_share: float) -> str:
+        """``text`` without the words whose tokens all occur in more than ``max_share`` of the documents.
+
+        Single letters (the ``s`` of "Ana's") are ignored; stop words and words without letters
+        or digits are kept.
+        """
+        kept = []
+        for word in text.split():
+            tokens = [_stem(t) for t in _TOKEN.findall(word.lower()) if len(t) > 1 and t not in STOPWORDS]
+            if tokens and all(self.document_share(t) > max_share for t in tokens):
+                continue
+            kept.append(word)
+        return " ".join(kept)
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (zeros when nothing matches)."""
         n = len(self._lengths)

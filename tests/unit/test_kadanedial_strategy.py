@@ -564,3 +564,74 @@ def test_default_embedder_small_case(default_embedder) -> None:
         assert {0, 1} <= set(context.turn_indices), context.explain()
         assert len(context.turn_indices) <= 3, context.explain()
         assert strategy.matrix.shape == (6, 384)
+
+
+# -- second query embedding without the words common to most turns ---------------------------
+def _chat(n: int) -> list:
+    """``n`` turns between Ana and Ben: their names are in every turn, the topics vary."""
+    topics = ["sourdough bread", "marathon training", "tax forms", "garden tomatoes", "jazz records"]
+    messages = []
+    for i in range(n):
+        messages.append(Message("user", f"I spent the day on {topics[i % 5]} again", name="Ana"))
+        messages.append(Message("assistant", f"How did the {topics[i % 5]} go?", name="Ben"))
+    return group_turns(messages)
+
+
+def test_index_share_and_common_word_removal() -> None:
+    from ctxmgmt.lexical import BM25Index
+
+    index = BM25Index()
+    for text in ["Ana: bread", "Ana: tomatoes", "Ana: jazz", "Ben: bread"]:
+        index.add(text)
+    assert index.document_share("ana") == 0.75 and index.document_share("bread") == 0.5
+    assert index.without_common_words("What did Ana's bread taste like?", 0.6) == "What did bread taste like?"
+    assert BM25Index().document_share("ana") == 0.0
+
+
+def test_focused_query_drops_the_speakers_names(hashing_embedder) -> None:
+    strategy = KadaneDialStrategy(embedder=hashing_embedder)
+    strategy.add_many(_chat(20))
+    assert strategy.focused_query("What did Ana say about the jazz records?") == (
+        "What did say about the jazz records?"
+    )
+    assert strategy.focused_query("What about the jazz records?") is None  # nothing common
+    q, focused = hashing_embedder.embed(["What did Ana bake?", "What did bake?"])
+    expected = (q + focused) / np.linalg.norm(q + focused)
+    np.testing.assert_allclose(strategy.query_vector("What did Ana bake?"), expected, atol=1e-6)
+
+
+def test_focused_query_needs_enough_turns_and_can_be_turned_off(hashing_embedder) -> None:
+    few = KadaneDialStrategy(embedder=hashing_embedder)
+    few.add_many(_chat(5))
+    assert few.focused_query("What did Ana say about jazz?") is None
+    off = KadaneDialStrategy(embedder=hashing_embedder, common_share=None)
+    off.add_many(_chat(20))
+    assert off.focused_query("What did Ana say about jazz?") is None
+    np.testing.assert_allclose(
+        off.query_vector("What did Ana bake?"), hashing_embedder.embed(["What did Ana bake?"])[0], atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -0.2, True, "half", math.nan])
+def test_invalid_common_share(bad) -> None:
+    with pytest.raises(ConfigurationError):
+        KadaneDialStrategy(common_share=bad, embedder=lambda texts: np.ones((len(texts), 3)))
+
+
+def test_paper_settings_use_the_paper_tau_and_one_query_embedding() -> None:
+    from ctxmgmt.kadane import TAU
+
+    paper = KadaneDialStrategy.from_paper(embedder=lambda texts: np.ones((len(texts), 3)))
+    assert (paper.tau, paper.common_share, paper.lexical_weight) == (TAU, None, 0.0)
+
+
+def test_embed_queries_uses_the_query_path_when_there_is_one() -> None:
+    from ctxmgmt.components.embedder import CallableEmbedder, embed_queries
+
+    seen: list[str] = []
+    embedder = CallableEmbedder(
+        lambda texts: [[1.0, 0.0]] * len(texts), lambda text: seen.append(text) or [0.0, 2.0]
+    )
+    out = embed_queries(embedder, ["a", "b"])
+    assert seen == ["a", "b"]
+    np.testing.assert_allclose(out, [[0.0, 1.0], [0.0, 1.0]])

@@ -265,6 +265,14 @@ def embed_query(embedder: Embedder, text: str) -> np.ndarray:
     return normalise(embedder.embed([text]))
 
 
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed several queries: one batch, or the embedder's query path per text if it has one."""
+    query_fn = getattr(embedder, "embed_query", None)
+    if callable(query_fn):
+        return np.vstack([normalise(query_fn(t)) for t in texts])
+    return normalise(embedder.embed(list(texts)))
+
+
 @functools.lru_cache(maxsize=1)
 def default_embedder() -> SentenceTransformerEmbedder:
     """The process-wide default embedder (bundled all-MiniLM-L6-v2)."""

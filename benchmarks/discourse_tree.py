@@ -4,8 +4,9 @@ Run: ``python benchmarks/discourse_tree.py [--data ../shared/data] [--tune] [--j
 ``--fit`` instead refits the embedded decider's shift model on ``tiage_train.json`` (gold
 segments as the forest) and prints it (``ctxmgmt.components.decider.SHIFT_MODEL``).
 
-1. **Topic shifts (TIAGE)**: every utterance of a TIAGE dialogue is added as one node; a
-   topic decision ``create`` or ``switch`` of the embedded decider is a predicted shift.
+1. **Topic shifts (TIAGE)**: every utterance of a TIAGE dialogue is selected for (the
+   decision) and then added as one node, as in a chat; a topic decision ``create`` or
+   ``switch`` of the embedded decider is a predicted shift.
    Pk (lower is better; k = half the mean reference segment length per dialogue, windows
    pooled over dialogues) and boundary F1 (exact positions, pooled) on ``tiage_dev.json``,
    next to a TextTiling-style baseline measured in the same run: cosine of the mean
@@ -43,7 +44,7 @@ import numpy as np  # noqa: E402
 from ctxmgmt import Message, Turn  # noqa: E402
 from ctxmgmt.bench.data import load_mtbenchplus  # noqa: E402
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
-from ctxmgmt.components.decider import EmbeddedDecider, TopicView  # noqa: E402
+from ctxmgmt.components.decider import NEW_TOPIC_CUES, EmbeddedDecider, TopicView, has_cue  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import WINDOW_NODES, DiscourseTreeStrategy  # noqa: E402
 
@@ -92,7 +93,9 @@ def decider_shifts(texts: list[str], embedder: CachedEmbedder, params: dict[str,
         summarizer=FirstWords(),
         token_counter=lambda t: len(t.split()),
     )
-    strategy.add_many([Turn(i, (Message("user", t),)) for i, t in enumerate(texts)])
+    for i, text in enumerate(texts):  # as in a chat: the query is decided on, then its turn added
+        strategy.select(text)
+        strategy.add(Turn(i, (Message("user", text),)))
     return {d["node"] for d in strategy.decisions if d["node"] > 0 and d["topic"] in ("create", "switch")}
 
 
@@ -207,12 +210,17 @@ def fit_shift_model(
     train: list[tuple[list[str], set[int]]], embedder: CachedEmbedder, *, l2: float = 0.01
 ) -> dict[str, Any]:
     """Logistic regression of "utterance starts a topic" on the decider's shift features,
-    over the gold segmentation of ``train`` (full-batch gradient descent, L2 ``l2``)."""
+    over the gold segmentation of ``train`` (full-batch gradient descent, L2 ``l2``).
+
+    Follow-ups and new-topic cues are left out: the decider's rules settle them before the
+    model is asked."""
     decider = EmbeddedDecider()
     rows, labels = [], []
     for texts, shifts in train:
         for k, (query, views) in enumerate(gold_views(texts, shifts, embedder), start=1):
             active = next(v for v in views if v.active)
+            if decider.is_follow_up(query) or has_cue(query, NEW_TOPIC_CUES):
+                continue
             rows.append(decider.shift_features(query, active, [v for v in views if not v.active]))
             labels.append(float(k in shifts))
     x, y = np.asarray(rows), np.asarray(labels)

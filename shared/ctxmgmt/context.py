@@ -97,7 +97,7 @@ class Context:
             f"({self.token_ratio:.1%}) for query {self.query!r}"
         ]
         for block in self.blocks:
-            span = _span_label(block.turns)
+            span = span_label(block.turns)
             lines.append(f"  [{block.kind}] turns {span}: {block.tokens} tokens - {block.reason}")
         explain_details = self.details.get("explain")
         if isinstance(explain_details, Sequence) and not isinstance(explain_details, str):
@@ -118,16 +118,18 @@ class Context:
         return self.explain()
 
 
-def _span_label(turns: Sequence[int]) -> str:
-    if not turns:
-        return "-"
-    ranges: list[str] = []
-    start = prev = turns[0]
-    for t in list(turns[1:]) + [None]:
-        if t is not None and t == prev + 1:
-            prev = t
-            continue
-        ranges.append(str(start) if start == prev else f"{start}-{prev}")
-        if t is not None:
-            start = prev = t
-    return ",".join(ranges)
+def runs(indices: Sequence[int]) -> list[list[int]]:
+    """Split ascending indices into runs of consecutive values: ``[0, 1, 2, 5]`` -> ``[[0, 1, 2], [5]]``."""
+    out: list[list[int]] = []
+    for i in indices:
+        if out and out[-1][-1] == i - 1:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def span_label(turns: Sequence[int], sep: str = ",") -> str:
+    """Compact label of turn indices: ``[0, 1, 2, 5]`` -> ``"0-2,5"``; ``"-"`` for none."""
+    label = sep.join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs(sorted(turns)))
+    return label or "-"

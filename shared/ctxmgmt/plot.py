@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxmgmt.context import Context
+from ctxmgmt.context import Context, runs
 from ctxmgmt.exceptions import ComponentError, ConfigurationError
 
 __all__ = ["plot_context", "plot_forest", "plot_relevance", "plot_scaling", "plot_tradeoff"]
@@ -82,7 +82,7 @@ def plot_relevance(
         ax.axvspan(
             start - 0.5, end + 0.5, color="tab:green", alpha=0.22, lw=0, label="span" if k == 0 else None
         )
-    for k, (start, end) in enumerate(_runs(recent)):
+    for k, (start, end) in enumerate((r[0], r[-1]) for r in runs(recent)):
         ax.axvspan(
             start - 0.5,
             end + 0.5,
@@ -119,16 +119,6 @@ def plot_relevance(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png")
     return out
-
-
-def _runs(indices: Sequence[int]) -> list[tuple[int, int]]:
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return [(s, e) for s, e in runs]
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -202,7 +192,7 @@ def plot_context(
         label = None if block.kind in seen else block.kind
         seen.add(block.kind)
         if block.turns:
-            for start, end in _runs(sorted(block.turns)):
+            for start, end in ((r[0], r[-1]) for r in runs(sorted(block.turns))):
                 ax.barh(y, end - start + 1, left=start - 0.5, height=0.7, color=colour, label=label)
                 label = None
         else:

@@ -108,7 +108,9 @@ class TestLlamaIndexDiscourseTreeMemory(LlamaIndexMemoryContract):
         memory.put_messages(conversation())
         assert memory.get(input="x")[0] is memory.get(input="x")[0]
 
-    def test_sourdough_query_gets_the_sourdough_thread(self, memory):
+    def test_sourdough_query_gets_the_sourdough_thread(self, default_embedder):
+        """With the real embedder and the default decider (calibrated for MiniLM's cosines)."""
+        memory = LIDiscourseTreeMemory.from_defaults(embed_model=default_embedder)
         memory.put_messages(conversation())
         memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
         selected = memory.get()

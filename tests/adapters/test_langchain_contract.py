@@ -15,8 +15,15 @@ from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxmgmt import BudgetExceededError, ConfigurationError, Context, InvalidMessageError
-from ctxmgmt.kadane import TAU, THETA
-from ctxmgmt.strategies.kadanedial import KEEP_LAST, LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS
+from ctxmgmt.kadane import THETA
+from ctxmgmt.strategies.kadanedial import (
+    COMMON_SHARE,
+    KEEP_LAST,
+    LEXICAL_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    SHARPNESS,
+    TUNED_TAU,
+)
 from langchain_ctxmgmt import KadaneDialMemory
 
 TURNS: list[tuple[str, str]] = [
@@ -50,13 +57,15 @@ TURNS: list[tuple[str, str]] = [
 """One topic per turn, no shared content words except where a query targets a turn."""
 
 KADANEDIAL_DEFAULTS = {
-    "tau": TAU,
+    "tau": TUNED_TAU,
     "theta": THETA,
     "keep_last": KEEP_LAST,
     "lexical_weight": LEXICAL_WEIGHT,
     "sharpness": SHARPNESS,
     "neighbour_weight": NEIGHBOUR_WEIGHT,
+    "common_share": COMMON_SHARE,
 }
+"""The tuning parameters of KadaneDialStrategy and their defaults (every adapter repeats them)."""
 
 CAT_QUERY = "What name did I give the grey cat I adopted from the shelter?"
 CAT_TURN = 2
@@ -347,6 +356,7 @@ class TestKadaneDialMemory(LangChainMemoryContract, RelevanceContract):
             "lexical_weight": 0.7,
             "sharpness": 2.0,
             "neighbour_weight": 0.1,
+            "common_share": 0.8,
         }
         assert set(params) == set(KADANEDIAL_DEFAULTS)
         strategy = KadaneDialMemory(embedder=hashing_embedder, **params).strategy

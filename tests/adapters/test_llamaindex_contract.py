@@ -511,6 +511,20 @@ class TestKadaneDialMemoryContract(LlamaIndexMemoryContract):
         ]
         assert not turns_present(selected) & (SOURDOUGH | MARATHON | TOMATOES)
 
+    def test_defaults_and_parameters_reach_the_strategy(self, hashing_embedder):
+        from llamaindex_ctxmgmt import KadaneDialBlock
+        from tests.adapters.test_langchain_contract import KADANEDIAL_DEFAULTS
+
+        names = tuple(KADANEDIAL_DEFAULTS)
+        memory = KadaneDialMemory.from_defaults(embed_model=hashing_embedder)
+        block = KadaneDialBlock(embed_model=hashing_embedder)
+        for adapter in (memory, block):
+            assert {n: getattr(adapter, n) for n in names} == KADANEDIAL_DEFAULTS
+        assert {n: getattr(memory.strategy, n) for n in names} == KADANEDIAL_DEFAULTS
+        params = dict(zip(names, (0.2, 0.5, 2, 0.7, 2.0, 0.1, None), strict=True))
+        tuned = KadaneDialMemory.from_defaults(embed_model=hashing_embedder, **params)
+        assert {n: getattr(tuned.strategy, n) for n in names} == params
+
     def test_embeddings_are_computed_once(self, memory, hashing_embedder):
         memory.put_messages(conversation())
         memory.get(input=SOURDOUGH_QUERY)

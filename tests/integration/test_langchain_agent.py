@@ -17,7 +17,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
-from ctxmgmt import BudgetExceededError
+from ctxmgmt import BudgetExceededError, KadaneDialStrategy
 from langchain_ctxmgmt import KadaneDialMiddleware
 
 SYSTEM_PROMPT = "You are a helpful personal assistant."
@@ -367,16 +367,15 @@ def test_works_with_no_arguments():
 
 
 def test_parameters_reach_the_strategy(hashing_embedder):
-    from ctxmgmt.kadane import TAU, THETA
-    from ctxmgmt.strategies.kadanedial import KEEP_LAST, LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS
+    from tests.adapters.test_langchain_contract import KADANEDIAL_DEFAULTS
 
-    names = ("tau", "theta", "keep_last", "lexical_weight", "sharpness", "neighbour_weight")
-    defaults = dict(
-        zip(names, (TAU, THETA, KEEP_LAST, LEXICAL_WEIGHT, SHARPNESS, NEIGHBOUR_WEIGHT), strict=True)
-    )
+    names = tuple(KADANEDIAL_DEFAULTS)
     strategy = KadaneDialMiddleware().strategy
-    assert {n: getattr(strategy, n) for n in names} == defaults
-    params = dict(zip(names, (0.2, 0.5, 2, 0.7, 2.0, 0.1), strict=True))
+    assert {n: getattr(strategy, n) for n in names} == KADANEDIAL_DEFAULTS
+    assert {
+        n: getattr(KadaneDialStrategy(embedder=hashing_embedder), n) for n in names
+    } == KADANEDIAL_DEFAULTS
+    params = dict(zip(names, (0.2, 0.5, 2, 0.7, 2.0, 0.1, None), strict=True))
     strategy = KadaneDialMiddleware(embedder=hashing_embedder, **params).strategy
     assert {n: getattr(strategy, n) for n in names} == params
     assert strategy.embedder is hashing_embedder

@@ -241,9 +241,9 @@ def test_a_related_statement_with_an_unrelated_score_leaves_the_topic():
     """Below theta_unrelated the shift model is overruled (instructions after a maths question)."""
     d = EmbeddedDecider(theta_shift=0.9)
     query = "Write a function that finds the majority element of an integer array."
-    assert d.shift_probability(query, view(0.1), []) < d.theta_shift
+    assert d.shift_probability(query, view(0.05), []) < d.theta_shift
     assert d.decide_topic(query, [view(0.3)]).action == "continue"
-    decision = d.decide_topic(query, [view(0.1)])
+    decision = d.decide_topic(query, [view(0.05)])
     assert decision.action == "create" and "theta_unrelated" not in decision.reason
     assert f"< {d.theta_unrelated:g}" in decision.reason
 

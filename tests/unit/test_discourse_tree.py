@@ -204,6 +204,12 @@ def test_state_round_trip_without_recomputing(hashing_embedder):
     assert len(hashing_embedder.calls) == calls
     assert clone.nodes == s.nodes and clone.trees == s.trees and clone.branches == s.branches
     assert clone.explain() == s.explain()
+    np.testing.assert_allclose(np.vstack(clone._query_vectors), np.vstack(s._query_vectors))
+    q = hashing_embedder.embed(["the Louvre museum"])[0]
+    assert clone._topic_views(q) == s._topic_views(q)
+    legacy = {k: v for k, v in state.items() if k != "query_embeddings"}  # saved before they existed
+    clone.load_state(legacy)
+    assert len(clone._query_vectors) == len(s.nodes)
     with pytest.raises(ConfigurationError):
         clone.load_state({"strategy": "kadanedial"})
 
@@ -419,5 +425,5 @@ def test_topic_views_carry_the_recent_window_and_the_last_query(hashing_embedder
     (view,) = [v for v in s._topic_views(q) if v.active]
     tree = s.trees[view.id]
     assert view.last_query == s.nodes[tree["current"]]["query"] == "cat toys"
-    window = np.sum([s._vectors[i] for i in tree["nodes"][-3:]], axis=0)
+    window = np.sum([s._query_vectors[i] for i in tree["nodes"][-3:]], axis=0)  # user messages only
     assert view.window == pytest.approx(float(window @ q / np.linalg.norm(window)))

@@ -6,6 +6,7 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from ctxmgmt.components.decider import (
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context
+from ctxmgmt.context import Block, Context, runs, span_label
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.lexical import STOPWORDS
 from ctxmgmt.strategies.base import Strategy
@@ -41,8 +42,8 @@ WINDOW_NODES = 3
 """Nodes in a tree's recent window, whose mean cosine the shift model reads (TopicView.window)."""
 HEADER = "Summaries of the other topics and branches of this conversation:"
 """First line of the summary block."""
-SUMMARY_WORDS = 12
-"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 12 keeps the
+SUMMARY_WORDS = 10
+"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 10 keeps the
 context under half of the history's tokens)."""
 
 
@@ -93,11 +94,6 @@ class BriefSummarizer:
         return [" ".join(cut) + (" ..." if len(words) > self.max_words else "")]
 
 
-def _span(turns: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in _runs(sorted(turns))) or "-"
-
-
 class DiscourseTreeStrategy(Strategy):
     """A forest of topic trees: the active path verbatim, other branches and topics summarised.
 
@@ -119,10 +115,13 @@ class DiscourseTreeStrategy(Strategy):
 
     ``select(query)`` runs steps 1-3 for the query without changing the forest (the plan is
     cached, so when the turn completes it is placed where its context came from, and an LLM
-    decider is asked only once per query). Node summaries come from the ``summarizer`` (the
-    extractive default keeps the turn's most informative sentence, no LLM); a topic or branch
-    summary is its node summaries joined (the first node and the newest ones, at most
-    ``summary_items``), kept up to date as nodes are added.
+    decider is asked only once per query). A turn whose query was never selected (a replayed
+    or bulk-added history) has its query embedded too when it is added: the decisions read
+    the user message alone, as in a chat, not the whole turn with its role prefixes. Node
+    summaries come from the ``summarizer`` (the extractive default keeps the turn's
+    most informative sentence, no LLM); a topic or branch summary is its node summaries joined
+    (the first node and the newest ones, at most ``summary_items``), kept up to date as nodes
+    are added.
 
     Layout of a context (stable: only the newest turn changes it): one ``"summary"`` block
     (other topics in creation order, each ``Topic k (turns a-b):`` with one bullet per node,
@@ -143,7 +142,7 @@ class DiscourseTreeStrategy(Strategy):
         candidates: Nodes shown to the branch decider; default 3.
         summary_items: Most node summaries per topic or branch summary; default 8.
         recent_turns: Newest turns always shown verbatim even off the active path; default 0.
-        summary_words: Longest node summary of the default summariser, in words; default 15.
+        summary_words: Longest node summary of the default summariser, in words; default 10.
 
     Attributes:
         llm_calls: LLM calls made by the decider and the summarizer (0 by default).
@@ -208,6 +207,7 @@ class DiscourseTreeStrategy(Strategy):
     def _init_forest(self) -> None:
         self._nodes: list[dict[str, Any]] = []
         self._vectors: list[np.ndarray] = []
+        self._query_vectors: list[np.ndarray] = []
         self._trees: list[dict[str, Any]] = []
         self._tree_sums: list[np.ndarray] = []
         self._branches: list[dict[str, Any]] = []
@@ -284,17 +284,17 @@ class DiscourseTreeStrategy(Strategy):
         views = []
         for tree in self._trees:
             ids = tree["nodes"]
-            sims = dot_rows(np.vstack([self._vectors[i] for i in ids]), q)
+            sims = dot_rows(np.vstack([self._query_vectors[i] for i in ids]), q)
             centroid = self._tree_sums[tree["id"]]
             norm = float(np.linalg.norm(centroid))
-            window = np.sum([self._vectors[i] for i in ids[-WINDOW_NODES:]], axis=0)
+            window = np.sum([self._query_vectors[i] for i in ids[-WINDOW_NODES:]], axis=0)
             window_norm = float(np.linalg.norm(window))
             views.append(
                 TopicView(
                     id=tree["id"],
                     summary=self._tree_summary(tree)[0],
                     similarity=float(centroid @ q / norm) if norm else 0.0,
-                    recent=float(self._vectors[tree["current"]] @ q),
+                    recent=float(self._query_vectors[tree["current"]] @ q),
                     best=float(sims.max()),
                     nodes=len(ids),
                     active=tree["id"] == self._active,
@@ -395,7 +395,7 @@ class DiscourseTreeStrategy(Strategy):
         missing = list({k: i for i, k in enumerate(keys) if k not in self._content_cache}.values())
         fresh_queries = sorted({q for q in queries if q not in self._query_cache})
         texts = [turns[i].text for i in missing] + fresh_queries
-        if texts:
+        if texts:  # one batch: a turn whose query was never selected costs two forward passes
             vectors = self.embedder.embed(texts)
             for i, vector in zip(missing, vectors[: len(missing)], strict=True):
                 self._content_cache[keys[i]] = vector
@@ -426,10 +426,12 @@ class DiscourseTreeStrategy(Strategy):
             }
         )
         self._vectors.append(np.asarray(vector, dtype=np.float32))
+        query_vector = self._query_vector(plan["query"])
+        self._query_vectors.append(np.asarray(query_vector, dtype=np.float32))
         tree = self._trees[tree_id]
         tree["nodes"].append(node)
         tree["current"] = node
-        self._tree_sums[tree_id] = self._tree_sums[tree_id] + vector
+        self._tree_sums[tree_id] = self._tree_sums[tree_id] + query_vector
         self._branches[branch_id]["nodes"].append(node)
         self._active, self._current = tree_id, node
         branch = plan["branch_decision"] or {}
@@ -493,10 +495,12 @@ class DiscourseTreeStrategy(Strategy):
         for s in sections:
             body = "; ".join(self._nodes[i]["summary"].rstrip(" .;") for i in s["turns"])
             if s["kind"] == "topic":
-                lines.append(f"- Topic {s['tree'] + 1} (turns {_span(s['turns'])}): {body}")
+                lines.append(f"- Topic {s['tree'] + 1} (turns {span_label(s['turns'], ', ')}): {body}")
             else:
                 where = f"after turn {s['after']}" if s["after"] is not None else "at the start"
-                lines.append(f"- Side branch of this topic {where} (turns {_span(s['turns'])}): {body}")
+                lines.append(
+                    f"- Side branch of this topic {where} (turns {span_label(s['turns'], ', ')}): {body}"
+                )
         return "\n".join(lines)
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
@@ -549,7 +553,7 @@ class DiscourseTreeStrategy(Strategy):
                     f"{sum(s['kind'] == 'branch' for s in kept)} side branches, summarised",
                 )
             )
-        for run in _runs(verbatim):
+        for run in runs(verbatim):
             on = [i for i in run if i in path]
             why = (
                 f"active path of topic {plan['tree'] + 1}, branch {self._nodes[run[-1]]['branch']}"
@@ -658,117 +662,16 @@ class DiscourseTreeStrategy(Strategy):
         Returns:
             The path written, or the HTML text when ``path`` is None.
         """
-        import html
-        from pathlib import Path
+        from ctxmgmt.forest_page import forest_html
 
-        esc = html.escape
         active, on_path = self._highlight(plan)
-        path_set = set(on_path)
-        anchor = on_path[-1] if on_path else None
-        children: dict[int, list[int]] = {}
-        for node in self._nodes:
-            if node["parent"] is not None:
-                children.setdefault(node["parent"], []).append(node["id"])
-
-        def colour(branch: int) -> str:
-            return f"hsl({branch * 137.508 % 360:.0f} 60% 42%)"
-
-        follows = "current" if plan is None else "the query follows"
-
-        def item(i: int) -> str:
-            n = self._nodes[i]
-            cls = "node" + (" on-path" if i in path_set else "") + (" anchor" if i == anchor else "")
-            tag = f'<span class="next">&#9664; {follows}</span>' if i == anchor else ""
-            return (
-                f'<li class="{cls}" data-turn="{i}" style="--b:{colour(n["branch"])}"><span class="box">'
-                f'<span class="turn">{i}</span><span class="bid">b{n["branch"]}</span>'
-                f"{esc(n['summary'])}{tag}</span>"
-            )
-
-        sections: list[str] = []
-        for tree in self._trees:
-            root = tree["nodes"][0]
-            out = [f'<ul class="branch" style="--b:{colour(self._nodes[root]["branch"])}">']
-            stack: list[int | str] = [root]
-            while stack:  # iterative: a long branch must not hit the recursion limit
-                top = stack.pop()
-                if isinstance(top, str):
-                    out.append(top)
-                    continue
-                out.append(item(top))
-                kids = children.get(top, [])
-                same = next((k for k in kids if self._nodes[k]["branch"] == self._nodes[top]["branch"]), None)
-                if same is not None:
-                    stack.append(same)
-                stack.append("</li>")
-                for kid in reversed([k for k in kids if k != same]):
-                    fork = f'<ul class="branch fork" style="--b:{colour(self._nodes[kid]["branch"])}">'
-                    stack.extend(["</ul>", kid, fork])
-            out.append("</ul>")
-            is_active = tree["id"] == active
-            n_branches = len({self._nodes[i]["branch"] for i in tree["nodes"]})
-            badge = ' <span class="badge">active topic</span>' if is_active else ""
-            sections.append(
-                f'<section class="topic{" active-topic" if is_active else ""}" id="topic-{tree["id"] + 1}">'
-                f"<h2>Topic {tree['id'] + 1}{badge}</h2>"
-                f'<p class="meta">{len(tree["nodes"])} turns ({_span(tree["nodes"])}), '
-                f"{n_branches} branch{'es' if n_branches != 1 else ''}</p>" + "".join(out) + "</section>"
-            )
-        where = "-" if active is None else f'<a href="#topic-{active + 1}">{active + 1}</a>'
-        counts = (
-            f"{len(self._trees)} topics &middot; {len(self._branches)} branches &middot; "
-            f"{len(self._nodes)} turns &middot; active topic {where} &middot; active path "
-            f"{' &rarr; '.join(map(str, on_path)) or '-'} ({len(on_path)} turns)"
-        )
-        query = plan.get("query") if plan is not None else None
-        css = (
-            'body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;'
-            "color:#1f2328;background:#f6f8fa}h1{font-size:20px;margin:0 0 4px}"
-            ".counts,.query{margin:0 0 8px;color:#57606a}a{color:#0969da}"
-            ".legend{display:flex;flex-wrap:wrap;gap:6px 18px;font-size:12px;margin:0 0 16px;"
-            "padding:8px 12px;background:#fff;border:1px solid #d0d7de;border-radius:6px}"
-            ".key{display:inline-block;width:14px;height:12px;margin-right:5px;vertical-align:-2px;"
-            "border:1px solid #8c959f;border-radius:3px;background:#f6f8fa}"
-            ".key.on{background:#ffebe9;border:2px solid #cf222e}"
-            ".key.anchor{background:#ffebe9;border:2px solid #cf222e;outline:2px solid #1f2328}"
-            ".key.off{border-left:5px solid hsl(200 60% 42%)}"
-            ".key.fork{border:0;border-left:3px solid hsl(200 60% 42%);border-radius:0;background:none}"
-            ".key.act{background:#fffbe6;border:2px solid #d4a72c}"
-            "section.topic{background:#fff;border:1px solid #d0d7de;border-radius:8px;"
-            "padding:10px 14px;margin:0 0 14px}"
-            "section.active-topic{background:#fffbe6;border:2px solid #d4a72c}"
-            "h2{font-size:15px;margin:0}.meta{margin:2px 0 6px;color:#57606a;font-size:12px}"
-            ".badge{font-size:11px;font-weight:600;color:#7d4e00;background:#fff8c5;"
-            "border:1px solid #d4a72c;border-radius:10px;padding:1px 8px;margin-left:6px}"
-            "ul.branch{list-style:none;margin:2px 0;padding:0 0 0 10px;border-left:3px solid var(--b)}"
-            "ul.fork{margin-left:22px}li.node{margin:3px 0}"
-            ".box{display:inline-block;max-width:70em;padding:2px 8px;background:#f6f8fa;"
-            "border:1px solid #d0d7de;border-left:5px solid var(--b);border-radius:4px}"
-            ".turn{font-weight:600;font-variant-numeric:tabular-nums}"
-            ".bid{margin:0 8px 0 6px;font-size:11px;color:var(--b)}"
-            "li.on-path>.box{background:#ffebe9;border:2px solid #cf222e;border-left-width:5px}"
-            "li.anchor>.box{outline:2px solid #1f2328;outline-offset:1px}"
-            ".next{margin-left:8px;font-size:11px;font-weight:600;color:#cf222e}"
-            "section.topic:not(.active-topic) .box{color:#57606a}"
-            ".empty{font-style:italic;color:#57606a}"
-        )
-        body = [
-            "<h1>Discourse forest</h1>",
-            f'<p class="counts">{counts}</p>',
-            f'<p class="query">Query: {esc(str(query))}</p>' if query else "",
-            '<div class="legend"><span><i class="key on"></i>active path</span>'
-            '<span><i class="key anchor"></i>the turn the next one follows</span>'
-            '<span><i class="key off"></i>other turns (stripe colour = branch)</span>'
-            '<span><i class="key fork"></i>indented block: a branch forking at the turn above</span>'
-            '<span><i class="key act"></i>active topic</span></div>',
-            *(sections or ['<p class="empty">Empty forest: no turns yet.</p>']),
-        ]
-        page = (
-            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>Discourse forest</title><style>{css}</style></head>\n<body>\n"
-            + "\n".join(b for b in body if b)
-            + "\n</body></html>\n"
+        page = forest_html(
+            self.nodes,
+            self.trees,
+            branches=len(self._branches),
+            active_tree=active,
+            active_path=on_path,
+            query=None if plan is None else plan.get("query"),
         )
         if path is None:
             return page
@@ -815,6 +718,7 @@ class DiscourseTreeStrategy(Strategy):
             "strategy": self.name,
             "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
             "embeddings": [v.tolist() for v in self._vectors],
+            "query_embeddings": [v.tolist() for v in self._query_vectors],
             "nodes": [dict(n) for n in self._nodes],
             "trees": self.trees,
             "branches": self.branches,
@@ -838,19 +742,11 @@ class DiscourseTreeStrategy(Strategy):
         self._trees = [{**t, "nodes": list(t["nodes"])} for t in state["trees"]]
         self._branches = [{**b, "nodes": list(b["nodes"])} for b in state["branches"]]
         self._log = [dict(d) for d in state["decisions"]]
+        queries = state.get("query_embeddings", state["embeddings"])
+        self._query_vectors = [np.asarray(v, dtype=np.float32) for v in queries]
         self._tree_sums = [
-            np.sum([self._vectors[i] for i in t["nodes"]], axis=0, dtype=np.float64) for t in self._trees
+            np.sum([self._query_vectors[i] for i in t["nodes"]], axis=0, dtype=np.float64)
+            for t in self._trees
         ]
         self._active = state["active"]
         self._current = state["current"]
-
-
-def _runs(indices: Sequence[int]) -> list[list[int]]:
-    """Split ascending indices into runs of consecutive values."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs

@@ -10,7 +10,7 @@ import numpy as np
 
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_queries, normalise
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context
+from ctxmgmt.context import Block, Context, runs
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.kadane import TAU, THETA, kadane_dial
 from ctxmgmt.lexical import BM25Index
@@ -233,7 +233,7 @@ class KadaneDialStrategy(Strategy):
         if budget is not None:
             dropped = _trim_to_budget(chosen, scores, recent, self._turn_tokens, budget)
         span_of = {i: k for k, (s, e) in enumerate(result.spans) for i in range(s, e + 1)}
-        for run in _runs(sorted(chosen)):
+        for run in runs(sorted(chosen)):
             reasons = sorted({span_of[i] for i in run if i in span_of})
             if reasons:
                 why = "; ".join(
@@ -286,17 +286,6 @@ class KadaneDialStrategy(Strategy):
         for turn, vector in zip(turns, state["embeddings"], strict=True):
             self._cache[turn.fingerprint] = np.asarray(vector, dtype=np.float32)
         self.add_many(turns)
-
-
-def _runs(indices: Sequence[int]) -> list[list[int]]:
-    """Split ascending indices into runs of consecutive values."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs
 
 
 def _trim_to_budget(

@@ -27,7 +27,7 @@ from ctxmgmt.components.summarizer import (
     jaccard,
 )
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context
+from ctxmgmt.context import Block, Context, runs, span_label
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.strategies.base import Strategy
@@ -97,13 +97,6 @@ class Slot:
 def _unit(vector: np.ndarray) -> np.ndarray:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
-
-
-def _span(turns: Sequence[int]) -> str:
-    """Compact label of ascending turns: ``"0-2,5"``."""
-    if not turns:
-        return "-"
-    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in _runs(turns))
 
 
 class TopicThreadStrategy(Strategy):
@@ -494,7 +487,11 @@ class TopicThreadStrategy(Strategy):
             victim = min(self._slots, key=lambda s: (s.last_retrieved, len(s.turns), s.id))
             self._slots.remove(victim)
             self._event(
-                "evict", t, slot=victim.id, turns=_span(victim.turns), last_retrieved=victim.last_retrieved
+                "evict",
+                t,
+                slot=victim.id,
+                turns=span_label(victim.turns),
+                last_retrieved=victim.last_retrieved,
             )
 
     def _on_reset(self) -> None:
@@ -520,7 +517,10 @@ class TopicThreadStrategy(Strategy):
         return dense
 
     def _summary_block(self, slot: Slot, score: tuple[float, float, float]) -> Block:
-        lines = [HEADER.format(id=slot.id, span=_span(slot.turns)), *(f"- {text}" for text in slot.state)]
+        lines = [
+            HEADER.format(id=slot.id, span=span_label(slot.turns)),
+            *(f"- {text}" for text in slot.state),
+        ]
         text = "\n".join(lines)
         return Block(
             kind="summary",
@@ -602,7 +602,7 @@ class TopicThreadStrategy(Strategy):
         summaries = [(slot, block) for slot, block in summaries if not set(slot.turns) <= chosen_turns]
         summaries.sort(key=lambda sb: sb[0].turns[0])
         context.blocks.extend(block for _, block in summaries)
-        for run in _runs(sorted(chosen_turns)):
+        for run in runs(sorted(chosen_turns)):
             why = sorted({verbatim_reason[i] for i in run if i in verbatim_reason})
             if any(i in recent for i in run):
                 why.append(f"one of the last {self.keep_last} turns")
@@ -619,7 +619,7 @@ class TopicThreadStrategy(Strategy):
         threads = [
             {
                 "slot": slot.id,
-                "turns": _span(slot.turns),
+                "turns": span_label(slot.turns),
                 "size": len(slot.turns),
                 "items": len(slot.items),
                 "score": round(scores[p][0], 4),
@@ -714,13 +714,3 @@ class TopicThreadStrategy(Strategy):
         self._counts.update(state.get("counts", {}))
         self._growth = list(state.get("growth", []))
         self.llm_calls = int(state.get("llm_calls", 0))
-
-
-def _runs(indices: Sequence[int]) -> list[list[int]]:
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs

@@ -188,10 +188,13 @@ def _opens_with(text: str, cues: Sequence[str]) -> str | None:
 class TopicView:
     """One topic tree as a decider sees it.
 
+    The cosines compare the query with the user messages of the tree's nodes (the queries
+    that placed them), the way one query follows another in a conversation.
+
     Attributes:
         id: Tree id (0-based, creation order).
         summary: The tree's aggregated summary (its node summaries joined).
-        similarity: Cosine of the query with the tree's centroid (mean node embedding).
+        similarity: Cosine of the query with the tree's centroid (mean node vector).
         recent: Cosine of the query with the tree's current (most recently active) node.
         best: Highest cosine of the query with any node of the tree.
         nodes: Number of nodes (turns) in the tree.

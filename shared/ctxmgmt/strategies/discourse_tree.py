@@ -102,8 +102,8 @@ class DiscourseTreeStrategy(Strategy):
     Context-Agent 3.3 / algorithm 1:
 
     1. **Topic decision** against every tree (its aggregated summary, the cosine of the query
-       with the tree's centroid, its current node and its best node): continue the active
-       tree, switch to another one, or create a new one.
+       with the tree's centroid, its current node and its best node, all over the nodes' user
+       messages): continue the active tree, switch to another one, or create a new one.
     2. **Fork point**: the node of the target tree most similar to the query.
     3. **Heuristic filter**: a branch decision is needed only when the fork node's cosine is
        >= ``theta_fork`` and it is on another branch or is an ancestor of the current node;

@@ -37,7 +37,7 @@ class DiscourseTreeMemory(CtxMgmtMemory):
         theta_fork: Cosine a fork node needs before a branch decision is asked; 0.35.
         candidates: Nodes shown to the branch decider; default 3.
         summary_items: Most node summaries per topic or branch summary; default 8.
-        summary_words: Longest node summary of the default summariser, in words; default 10.
+        summary_words: Longest node summary of the default summariser, in words; default 8.
         recent_turns: Newest turns always returned verbatim even off the active path; 0.
         llm: A LangChain chat model that makes the topic and branch decisions; None = the
             embedded decider.

@@ -43,7 +43,7 @@ class DiscourseTreeBlock(StrategyMemoryBlock):
         theta_fork: Cosine a fork node needs before a branch decision is asked; 0.35.
         candidates: Nodes shown to the branch decider; default 3.
         summary_items: Most node summaries per topic or branch summary; default 8.
-        summary_words: Longest node summary of the default summariser, in words; default 10.
+        summary_words: Longest node summary of the default summariser, in words; default 8.
         recent_turns: Newest flushed turns always returned verbatim; default 0.
         llm: A LlamaIndex LLM that makes the topic and branch decisions; None = embedded.
         decider: Any ctxmgmt Decider or ``prompt -> text`` callable (instead of ``llm``).

@@ -427,3 +427,6 @@ def test_topic_views_carry_the_recent_window_and_the_last_query(hashing_embedder
     assert view.last_query == s.nodes[tree["current"]]["query"] == "cat toys"
     window = np.sum([s._query_vectors[i] for i in tree["nodes"][-3:]], axis=0)  # user messages only
     assert view.window == pytest.approx(float(window @ q / np.linalg.norm(window)))
+    whole_turns = max(float(s._vectors[i] @ q) for i in tree["nodes"])  # replies included
+    assert view.content == pytest.approx(whole_turns)
+    assert view.score == max(view.similarity, view.recent, view.best, view.content)

@@ -201,6 +201,8 @@ class TopicView:
         active: True for the active tree.
         window: Cosine of the query with the mean of the tree's last 3 nodes (None: unknown).
         last_query: The user message of the tree's current node ("" when unknown).
+        content: Highest cosine of the query with any node's whole turn (replies included;
+            None: unknown).
     """
 
     id: int
@@ -212,11 +214,12 @@ class TopicView:
     active: bool
     window: float | None = None
     last_query: str = ""
+    content: float | None = None
 
     @property
     def score(self) -> float:
-        """The tree's relevance to the query: the best of centroid, recent and best-node cosine."""
-        return max(self.similarity, self.recent, self.best)
+        """The tree's relevance to the query: its best centroid, recent, node or whole-turn cosine."""
+        return max(self.similarity, self.recent, self.best, -1.0 if self.content is None else self.content)
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,8 @@ WINDOW_NODES = 3
 """Nodes in a tree's recent window, whose mean cosine the shift model reads (TopicView.window)."""
 HEADER = "Summaries of the other topics and branches of this conversation:"
 """First line of the summary block."""
-SUMMARY_WORDS = 10
-"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 10 keeps the
+SUMMARY_WORDS = 8
+"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 8 keeps the
 context under half of the history's tokens)."""
 
 
@@ -142,7 +142,7 @@ class DiscourseTreeStrategy(Strategy):
         candidates: Nodes shown to the branch decider; default 3.
         summary_items: Most node summaries per topic or branch summary; default 8.
         recent_turns: Newest turns always shown verbatim even off the active path; default 0.
-        summary_words: Longest node summary of the default summariser, in words; default 10.
+        summary_words: Longest node summary of the default summariser, in words; default 8.
 
     Attributes:
         llm_calls: LLM calls made by the decider and the summarizer (0 by default).
@@ -300,6 +300,7 @@ class DiscourseTreeStrategy(Strategy):
                     active=tree["id"] == self._active,
                     window=float(window @ q / window_norm) if window_norm else 0.0,
                     last_query=self._nodes[tree["current"]].get("query", ""),
+                    content=float(dot_rows(np.vstack([self._vectors[i] for i in ids]), q).max()),
                 )
             )
         return views

@@ -280,11 +280,19 @@ class DiscourseTreeStrategy(Strategy):
             ids = [ids[0], *ids[len(ids) - self.summary_items + 1 :]]
         return " | ".join(self._nodes[i]["summary"] for i in ids), ids
 
-    def _topic_views(self, q: np.ndarray) -> list[TopicView]:
+    def _node_similarities(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine of ``q`` with every node's user message and with its whole turn (node order)."""
+        if not self._nodes:
+            return np.zeros(0), np.zeros(0)
+        return dot_rows(np.vstack(self._query_vectors), q), dot_rows(np.vstack(self._vectors), q)
+
+    def _topic_views(
+        self, q: np.ndarray, sims: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> list[TopicView]:
+        query_sims, content_sims = self._node_similarities(q) if sims is None else sims
         views = []
         for tree in self._trees:
             ids = tree["nodes"]
-            sims = dot_rows(np.vstack([self._query_vectors[i] for i in ids]), q)
             centroid = self._tree_sums[tree["id"]]
             norm = float(np.linalg.norm(centroid))
             window = np.sum([self._query_vectors[i] for i in ids[-WINDOW_NODES:]], axis=0)
@@ -294,13 +302,13 @@ class DiscourseTreeStrategy(Strategy):
                     id=tree["id"],
                     summary=self._tree_summary(tree)[0],
                     similarity=float(centroid @ q / norm) if norm else 0.0,
-                    recent=float(self._query_vectors[tree["current"]] @ q),
-                    best=float(sims.max()),
+                    recent=float(query_sims[tree["current"]]),
+                    best=float(query_sims[ids].max()),
                     nodes=len(ids),
                     active=tree["id"] == self._active,
                     window=float(window @ q / window_norm) if window_norm else 0.0,
                     last_query=self._nodes[tree["current"]].get("query", ""),
-                    content=float(dot_rows(np.vstack([self._vectors[i] for i in ids]), q).max()),
+                    content=float(content_sims[ids].max()),
                 )
             )
         return views
@@ -311,7 +319,9 @@ class DiscourseTreeStrategy(Strategy):
         if cached is not None:
             return cached
         q = self._query_vector(query)
-        views = self._topic_views(q)
+        node_sims = self._node_similarities(q)
+        content_sims = node_sims[1]
+        views = self._topic_views(q, node_sims)
         topic = self.decider.decide_topic(query, views)
         if topic.action != "create" and (topic.tree is None or not 0 <= topic.tree < len(self._trees)):
             topic = TopicDecision("create", None, f"invalid target tree {topic.tree!r}", topic.source)
@@ -332,8 +342,7 @@ class DiscourseTreeStrategy(Strategy):
             current = tree["current"]
             path = self.path(current)
             on_path = set(path)
-            node_sims = dot_rows(np.vstack([self._vectors[i] for i in tree["nodes"]]), q)
-            sims = dict(zip(tree["nodes"], node_sims.tolist(), strict=True))
+            sims = dict(zip(tree["nodes"], content_sims[tree["nodes"]].tolist(), strict=True))
             fork = max(tree["nodes"], key=lambda i: (sims[i], i))
             ancestor = fork in on_path and fork != current
             other_branch = fork not in on_path

@@ -259,10 +259,7 @@ class CallableEmbedder:
 
 def embed_query(embedder: Embedder, text: str) -> np.ndarray:
     """Embed one query with the embedder's query path if it has one; shape (1, dim)."""
-    query_fn = getattr(embedder, "embed_query", None)
-    if callable(query_fn):
-        return normalise(query_fn(text))
-    return normalise(embedder.embed([text]))
+    return embed_queries(embedder, [text])
 
 
 def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

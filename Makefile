@@ -1,6 +1,6 @@
 # Two commands on a fresh machine with Python 3.11:
 #   make demo   set everything up, replay the shipped conversation and run the benchmark
-#   make test   set everything up, lint and run the test suite
+#   make test   set everything up, lint (ruff, mypy) and run the test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -30,6 +30,7 @@ bench: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check $(SRC)
 	$(BIN)/ruff format --check $(SRC)
+	$(BIN)/mypy shared/ctxmgmt langchain_ctxmgmt llamaindex_ctxmgmt
 
 test: $(VENV)/.installed lint
 	$(BIN)/pytest --disable-socket --allow-unix-socket

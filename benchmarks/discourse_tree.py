@@ -96,7 +96,7 @@ def decider_shifts(texts: list[str], embedder: CachedEmbedder, params: dict[str,
     for i, text in enumerate(texts):  # as in a chat: the query is decided on, then its turn added
         strategy.select(text)
         strategy.add(Turn(i, (Message("user", text),)))
-    return {d["node"] for d in strategy.decisions if d["node"] > 0 and d["topic"] in ("create", "switch")}
+    return {d.node for d in strategy.decisions if d.node > 0 and d.topic in ("create", "switch")}
 
 
 def texttiling_shifts(texts: list[str], embedder: CachedEmbedder, k: int, threshold: float) -> set[int]:
@@ -304,7 +304,7 @@ def mtbench(data: Path) -> dict[str, Any]:
             verbatim_recall.append(len(gold & verbatim) / len(gold))
             ratios.append(context.token_ratio)
             tree = context.details["plan"]["tree"]
-            trees_of_gold = {strategy.nodes[i]["tree"] for i in gold}
+            trees_of_gold = {strategy.nodes[i].tree for i in gold}
             gold_tree.append(tree in trees_of_gold)
     # the same replay with every vector cached: the tree's own work without the embedding model
     logic_ms = []

@@ -9,7 +9,7 @@ the shipped demo conversation (repeated with a numbered suffix). The first n - m
 added in batches of 256 (untimed), then the last m turns are added one by one and timed, so
 ``add`` is measured at length ~n as a chat adds turns; then ``select`` is timed for
 ``--queries`` demo questions after a warm-up query. Prints a table and writes a PNG
-(``ctxmgmt.plot.plot_scaling``). 10,000 turns is optional (``--with-10000``): it takes a few
+(``ctxmgmt.bench.plots.plot_scaling``). 10,000 turns is optional (``--with-10000``): it takes a few
 minutes per memory on 2 CPU cores, mostly embedding.
 """
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )
     console.print(table)
     if args.plot:
-        from ctxmgmt.plot import plot_scaling
+        from ctxmgmt.bench.plots import plot_scaling
 
         console.print(f"plot written to {plot_scaling(rows, args.plot)}")
     if args.json:

@@ -6,7 +6,7 @@ turn and date they came from; when the question names one of those entities, the
 behind it comes back verbatim. The context never exceeds ``max_tokens``; the checkpointer
 keeps the full history.
 
-Run it offline (a fake model answers)::
+Run it offline (a fake model answers, see ``_fake.py``)::
 
     python examples/acm_tiered_agent.py
 
@@ -20,10 +20,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from _fake import OfflineChatModel
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt.acm_middleware import ACMTieredMiddleware
@@ -44,25 +43,6 @@ QUESTION = "Which day is Priya arriving from Toronto?"
 BUDGET = 400
 
 
-class OfflineChatModel(BaseChatModel):
-    """A stand-in chat model: it says how many messages it received."""
-
-    received: list[list[BaseMessage]] = []
-
-    @property
-    def _llm_type(self) -> str:
-        return "offline-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-        """No tools in this example."""
-        return self
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kwargs: Any) -> ChatResult:
-        self.received.append(list(messages))
-        reply = AIMessage(f"(offline model: I received {len(messages)} messages)")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
 def make_model() -> BaseChatModel:
     """The model named by ``CTXMGMT_MODEL``, else the offline stand-in."""
     name = os.environ.get("CTXMGMT_MODEL")
@@ -73,9 +53,16 @@ def make_model() -> BaseChatModel:
     return OfflineChatModel()
 
 
-def main() -> None:
-    """Replay the conversation, ask the question, show what the model received and why."""
-    model = make_model()
+def main(model: BaseChatModel | None = None) -> dict[str, Any]:
+    """Replay the conversation, ask the question, show what the model received and why.
+
+    Args:
+        model: The agent's chat model; default :func:`make_model`.
+
+    Returns:
+        The agent's final state.
+    """
+    model = model or make_model()
     middleware = ACMTieredMiddleware(max_tokens=BUDGET)
     agent = create_agent(
         model,
@@ -99,6 +86,7 @@ def main() -> None:
     print()
     print(f"Answer: {result['messages'][-1].content}")
     print(f"The agent state still holds all {len(result['messages'])} messages.")
+    return result
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ topics and branches; the checkpointer keeps the full history. The embedded decid
 LLM call. At the end it writes the forest as an HTML page (active path highlighted) to the
 temporary folder.
 
-Run it offline (a small fake model answers)::
+Run it offline (a fake model answers, see ``_fake.py``)::
 
     python examples/discourse_tree_agent.py
 
@@ -23,10 +23,10 @@ import os
 import tempfile
 from typing import Any
 
+from _fake import OfflineChatModel
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt import DiscourseTreeMiddleware
@@ -42,24 +42,6 @@ CONVERSATION = [
 ]
 
 
-class OfflineChatModel(BaseChatModel):
-    """A stand-in for a chat model, so the example runs without a network: it says what it got."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "offline-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-        """No tools in this example."""
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        reply = AIMessage(f"(offline model) I was sent {len(messages)} messages for this answer.")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
 def make_model() -> BaseChatModel:
     """A real model if ``CTXMGMT_MODEL`` names a usable one, else the offline fake."""
     name = os.environ.get("CTXMGMT_MODEL")
@@ -73,11 +55,18 @@ def make_model() -> BaseChatModel:
     return OfflineChatModel()
 
 
-def main() -> None:
-    """Talk through branching topics, then show the forest and what the model got last."""
+def main(model: BaseChatModel | None = None) -> dict[str, Any]:
+    """Talk through branching topics, then show the forest and what the model got last.
+
+    Args:
+        model: The agent's chat model; default :func:`make_model`.
+
+    Returns:
+        The agent's final state.
+    """
     middleware = DiscourseTreeMiddleware(max_tokens=3000)
     agent = create_agent(
-        make_model(),
+        model or make_model(),
         tools=[],
         system_prompt="You are a friendly travel and coding assistant. Answer briefly.",
         middleware=[middleware],
@@ -99,9 +88,10 @@ def main() -> None:
     for message in middleware.last_context.messages():
         print(f"  {message.role}: {message.text}")
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
-    print("\nThe conversation as a forest (* = active path):\n" + middleware.tree.explain())
-    page = middleware.tree.render_html(os.path.join(tempfile.gettempdir(), "discourse_forest.html"))
+    print("\nThe conversation as a forest (* = active path):\n" + middleware.strategy.explain())
+    page = middleware.strategy.render_html(os.path.join(tempfile.gettempdir(), "discourse_forest.html"))
     print(f"\nThe same forest as a web page: {page}")
+    return state
 
 
 if __name__ == "__main__":

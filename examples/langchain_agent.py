@@ -4,7 +4,7 @@
 it scores the past turns of the thread against the newest user message and sends the
 relevant spans (plus the turn in progress); the checkpointer keeps the full history.
 
-Run it offline (a small rule-based fake model answers)::
+Run it offline (a scripted fake model answers, see ``_fake.py``)::
 
     python examples/langchain_agent.py
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from _fake import OfflineChatModel
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -45,33 +45,16 @@ def get_weather(city: str) -> str:
     return f"Sunny and 24 degrees in {city}."
 
 
-class OfflineChatModel(BaseChatModel):
-    """A tiny rule-based stand-in for a chat model, so the example runs without a network.
+def offline_model() -> OfflineChatModel:
+    """The offline fake: it says how many messages it was sent, except for the weather question.
 
-    It calls ``get_weather`` when asked about the weather and otherwise says how many
-    messages it received (which is the point of the example).
+    There (one model call per earlier question) it calls ``get_weather``, and on the next call
+    it answers with the tool's result.
     """
-
-    @property
-    def _llm_type(self) -> str:
-        return "offline-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-        """Tools are described to real models; this one knows ``get_weather`` already."""
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ):
-        last = messages[-1]
-        if isinstance(last, ToolMessage):
-            reply = AIMessage(f"The tool says: {last.content}")
-        elif isinstance(last, HumanMessage) and "weather" in last.text.lower():
-            call = {"id": f"call-{len(messages)}", "name": "get_weather", "args": {"city": "Lisbon"}}
-            reply = AIMessage("", tool_calls=[call])
-        else:
-            reply = AIMessage(f"(offline model) I was sent {len(messages)} messages for this answer.")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+    weather = next(i for i, question in enumerate(CONVERSATION) if "weather" in question.lower())
+    call = {"id": "call-weather", "name": "get_weather", "args": {"city": "Lisbon"}}
+    answer = f"The tool says: {get_weather.invoke({'city': 'Lisbon'})}"
+    return OfflineChatModel(script={weather: AIMessage("", tool_calls=[call]), weather + 1: answer})
 
 
 def make_model() -> BaseChatModel:
@@ -86,14 +69,21 @@ def make_model() -> BaseChatModel:
             return init_chat_model(name)
         except Exception as exc:  # missing provider package, bad name, ...
             print(f"Cannot build {name!r} ({exc}); using the offline model.")
-    return OfflineChatModel()
+    return offline_model()
 
 
-def main() -> None:
-    """Talk through a few topics, then ask about the first one and show what the model got."""
+def main(model: BaseChatModel | None = None) -> dict[str, Any]:
+    """Talk through a few topics, then ask about the first one and show what the model got.
+
+    Args:
+        model: The agent's chat model; default :func:`make_model`.
+
+    Returns:
+        The agent's final state.
+    """
     middleware = KadaneDialMiddleware(max_tokens=3000)
     agent = create_agent(
-        make_model(),
+        model or make_model(),
         tools=[get_weather],
         system_prompt="You are a friendly assistant. Answer in one or two sentences.",
         middleware=[middleware],
@@ -113,6 +103,7 @@ def main() -> None:
         print(f"  {message.role}: {message.text}{calls}")
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print("\nWhy:\n" + middleware.explain())
+    return state
 
 
 if __name__ == "__main__":

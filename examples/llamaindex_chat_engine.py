@@ -4,7 +4,7 @@
 against the newest user message and sends the relevant spans (plus the new message); the
 chat store keeps the full history.
 
-Run it offline (a mock LLM answers; the bundled MiniLM embedder runs locally)::
+Run it offline (a mock LLM answers, see ``_fake.py``; the bundled MiniLM embedder runs locally)::
 
     python examples/llamaindex_chat_engine.py
 
@@ -17,13 +17,11 @@ or with a real model (needs ``pip install llama-index-llms-openai``)::
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from _fake import OfflineLLM
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.core.llms import LLM, MockLLM
-from llama_index.core.llms.callbacks import llm_chat_callback
+from llama_index.core.llms import LLM
 
 from llamaindex_ctxmgmt import KadaneDialMemory
 
@@ -37,19 +35,6 @@ CONVERSATION = [
     "I'm repainting the kitchen in a dark green.",
     "Which vaccinations does my new kitten need at the vet?",
 ]
-
-
-class OfflineLLM(MockLLM):
-    """A stand-in chat model so the example runs without a network: says what it was sent."""
-
-    def __init__(self) -> None:
-        super().__init__(is_chat_model=True)
-
-    @llm_chat_callback()
-    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        """Answer with the number of messages received."""
-        reply = f"(offline model) I was sent {len(messages)} messages for this answer."
-        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=reply))
 
 
 def make_llm() -> LLM:

@@ -5,7 +5,7 @@ summarises the last window of 6 turns (windows overlap by 2) into a small memory
 model call gets: the system prompt, the memory, the recent turns and the new question. The
 checkpointer keeps the full history.
 
-Run it offline (extractive summaries, a rule-based fake model)::
+Run it offline (extractive summaries, a fake model answers, see ``_fake.py``)::
 
     python examples/swin_summary_agent.py
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from _fake import OfflineChatModel
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt import SWinSummaryMiddleware
@@ -41,24 +41,6 @@ CONVERSATION = [
 ]
 
 
-class OfflineChatModel(BaseChatModel):
-    """A rule-based stand-in for a chat model: it says how many messages it was sent."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "offline-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-        """No tools in this example."""
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        reply = AIMessage(f"(offline model) I was sent {len(messages)} messages for this answer.")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
 def summarizer_model() -> BaseChatModel | None:
     """A real model to summarise with if ``CTXMGMT_MODEL`` is set and usable, else None (extractive)."""
     name = os.environ.get("CTXMGMT_MODEL")
@@ -73,12 +55,19 @@ def summarizer_model() -> BaseChatModel | None:
         return None
 
 
-def main() -> None:
-    """Talk through a few topics, then ask about an early one and show what the model got."""
+def main(model: BaseChatModel | None = None) -> dict[str, Any]:
+    """Talk through a few topics, then ask about an early one and show what the model got.
+
+    Args:
+        model: The agent's chat model; default the summariser's model, else the offline one.
+
+    Returns:
+        The agent's final state.
+    """
     llm = summarizer_model()
     middleware = SWinSummaryMiddleware(max_tokens=2000, window=6, overlap=2, llm=llm)
     agent = create_agent(
-        llm or OfflineChatModel(),
+        model or llm or OfflineChatModel(),
         tools=[],
         system_prompt="You are Dana's assistant. Answer in one or two sentences.",
         middleware=[middleware],
@@ -99,6 +88,7 @@ def main() -> None:
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print(f"Summariser LLM calls: {middleware.llm_calls}")
     print("\nWhy:\n" + middleware.explain())
+    return state
 
 
 if __name__ == "__main__":

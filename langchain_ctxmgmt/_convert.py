@@ -1,26 +1,21 @@
 """Private converters between LangChain messages and :class:`ctxmgmt.Message`.
 
-Going in, each LangChain message becomes a framework-free :class:`~ctxmgmt.Message` that
-remembers its position in the converted list (``metadata["_lc_index"]``, a plain int so the
-core's state stays JSON-serialisable). Coming back, verbatim blocks of a
-:class:`~ctxmgmt.Context` are mapped to the *original* LangChain objects by that position and
-by turn provenance, so the model receives exactly what is in the history (ids,
+Going in, each LangChain message becomes a framework-free :class:`~ctxmgmt.Message`. Coming
+back, verbatim blocks of a :class:`~ctxmgmt.Context` are mapped to the *original* LangChain
+objects by turn provenance (:func:`ctxmgmt.session.select_originals`, shared with the
+LlamaIndex adapter), so the model receives exactly what is in the history (ids,
 ``additional_kwargs``, ``response_metadata`` included). Only text blocks (summaries, entity
-lists) produce new LangChain messages.
+lists) produce new LangChain messages (:func:`from_ctxmgmt`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ctxmgmt import Block, Context, InvalidMessageError, Message
-from ctxmgmt.types import group_turns, split_system
-
-LC_INDEX = "_lc_index"
-"""Metadata key holding a converted message's position in the LangChain list it came from."""
+from ctxmgmt import InvalidMessageError, Message
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -90,16 +85,11 @@ def _role_of(message: Any) -> str:
     )
 
 
-def to_ctxmgmt(message: BaseMessage, *, index: int | None = None) -> Message:
+def to_ctxmgmt(message: BaseMessage) -> Message:
     """Convert one LangChain message.
 
     Human -> ``user``, AI -> ``assistant`` (tool calls as plain ``{"id", "name", "args"}``
     dicts), Tool -> ``tool`` (with ``tool_call_id``), System -> ``system``.
-
-    Args:
-        message: The LangChain message.
-        index: Position of ``message`` in the list it belongs to, stored under
-            :data:`LC_INDEX` so :func:`from_ctxmgmt` can return the original object.
 
     Raises:
         InvalidMessageError: Unknown message type, None/empty content (an AI message with
@@ -118,33 +108,16 @@ def to_ctxmgmt(message: BaseMessage, *, index: int | None = None) -> Message:
         tool_call_id = message.tool_call_id
     if not text.strip() and not tool_calls and role != "tool":
         raise InvalidMessageError(f"{type(message).__name__} has empty content")
-    metadata: dict[str, Any] = {} if index is None else {LC_INDEX: index}
-    return Message(
-        role,
-        text,
-        name=message.name or None,
-        tool_calls=tool_calls,
-        tool_call_id=tool_call_id,
-        metadata=metadata,
-    )
+    return Message(role, text, name=message.name or None, tool_calls=tool_calls, tool_call_id=tool_call_id)
 
 
 def to_ctxmgmt_messages(messages: Sequence[BaseMessage]) -> list[Message]:
-    """Convert a list, each message remembering its position (see :func:`to_ctxmgmt`)."""
-    return [to_ctxmgmt(m, index=i) for i, m in enumerate(messages)]
+    """Convert a list in order (see :func:`to_ctxmgmt`)."""
+    return [to_ctxmgmt(m) for m in messages]
 
 
-def from_ctxmgmt(message: Message, originals: Sequence[BaseMessage] | None = None) -> BaseMessage:
-    """Convert back: the original object when ``message`` came from ``originals``, else a new one.
-
-    Args:
-        message: A ctxmgmt message.
-        originals: The LangChain list the message was converted from (see
-            :func:`to_ctxmgmt_messages`).
-    """
-    index = message.metadata.get(LC_INDEX)
-    if originals is not None and isinstance(index, int) and 0 <= index < len(originals):
-        return originals[index]
+def from_ctxmgmt(message: Message) -> BaseMessage:
+    """A new LangChain message for a ctxmgmt message (used for text the core wrote)."""
     if message.role == "user":
         return HumanMessage(content=message.text, name=message.name)
     if message.role == "assistant":
@@ -159,41 +132,3 @@ def from_ctxmgmt(message: Message, originals: Sequence[BaseMessage] | None = Non
     if message.role == "tool":
         return ToolMessage(content=message.text, tool_call_id=message.tool_call_id or "", name=message.name)
     return SystemMessage(content=message.text)
-
-
-def _text_block_default(block: Block) -> list[BaseMessage]:
-    return [from_ctxmgmt(m) for m in block.as_messages()]
-
-
-def context_to_langchain(
-    context: Context,
-    converted: Sequence[Message],
-    originals: Sequence[BaseMessage],
-    *,
-    text_block: Callable[[Block], list[BaseMessage]] | None = None,
-) -> list[BaseMessage]:
-    """The LangChain messages a context stands for, in block order.
-
-    Verbatim blocks map to the original objects: past turns by their provenance (turn index
-    in ``converted``, grouped as the core groups them), system messages and the turn in
-    progress by position. Text blocks become new messages (default: one ``SystemMessage``).
-
-    Args:
-        context: What :func:`ctxmgmt.build_context` returned for ``converted``.
-        converted: ``to_ctxmgmt_messages(originals)``.
-        originals: The LangChain messages the selection was made from.
-        text_block: Turns a summary/entity block into LangChain messages.
-    """
-    render_text = text_block or _text_block_default
-    _, conversation = split_system(list(converted))
-    turns = group_turns(conversation)
-    out: list[BaseMessage] = []
-    for block in context.blocks:
-        known = block.turns and all(0 <= t < len(turns) for t in block.turns)
-        if block.kind in ("turns", "current") and known:
-            out.extend(from_ctxmgmt(m, originals) for t in block.turns for m in turns[t].messages)
-        elif block.messages:
-            out.extend(from_ctxmgmt(m, originals) for m in block.messages)
-        else:
-            out.extend(render_text(block))
-    return out

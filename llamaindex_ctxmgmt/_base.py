@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
@@ -25,21 +24,31 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
+from ctxmgmt.adapter import (
+    AdapterField,
+    SelectionRecord,
+    add_fields,
+    budget_param,
+    check_adapter,
+    signature_with,
+    strategy_of,
+)
 from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Context
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
-from ctxmgmt.session import build_context, sync_strategy
+from ctxmgmt.session import build_context, select_originals, sync_strategy
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, group_turns
 from llamaindex_ctxmgmt._convert import (
     latest_user_text,
     render_context,
-    select_originals,
+    system_message,
     text_of,
     to_message,
     to_messages,
 )
+from llamaindex_ctxmgmt._llm import complete_with
 
 DEFAULT_TOKEN_LIMIT = 3000
 """Token budget when neither ``token_limit`` nor an ``llm`` is given (as ``ChatMemoryBuffer``)."""
@@ -103,7 +112,17 @@ def _check_initial_tokens(initial_token_count: Any, token_limit: int) -> int:
     return budget
 
 
-class StrategyMemory(BaseChatStoreMemory):
+def _pydantic_field(field: AdapterField) -> Any:
+    return Field(default=field.default, description=field.doc, exclude=field.component)
+
+
+def _add_fields(cls: type, strategy: type[Strategy]) -> tuple[AdapterField, ...]:
+    if "class_name" not in cls.__dict__:
+        cls.class_name = classmethod(lambda klass: klass.__name__)  # type: ignore[attr-defined]
+    return add_fields(cls, strategy, _pydantic_field, embedder_name="embed_model", framework="LlamaIndex")
+
+
+class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
     """A ``BaseChatStoreMemory`` whose :meth:`get` returns what a ctxmgmt Strategy selects.
 
     The chat store keeps every message exactly as put (:meth:`get_all` is lossless); the
@@ -129,13 +148,13 @@ class StrategyMemory(BaseChatStoreMemory):
             or a ctxmgmt Embedder; default the bundled all-MiniLM-L6-v2 (offline).
     """
 
+    strategy_class: ClassVar[type[Strategy]]
+    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
+
     token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, description="Most tokens get() returns.")
     token_counter: Any = Field(default=None, exclude=True, description="ctxmgmt TokenCounter or str -> int.")
     tokenizer_fn: Callable[[str], Any] | None = Field(
         default=None, exclude=True, description="LlamaIndex-style str -> list tokenizer."
-    )
-    embed_model: Any = Field(
-        default=None, exclude=True, description="LlamaIndex BaseEmbedding or ctxmgmt Embedder."
     )
 
     _strategy: Strategy | None = PrivateAttr(default=None)
@@ -144,9 +163,23 @@ class StrategyMemory(BaseChatStoreMemory):
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _summary_messages: OrderedDict[str, ChatMessage] = PrivateAttr(default_factory=OrderedDict)
 
+    def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
+        if strategy is not None:  # before pydantic collects the fields
+            fields = _add_fields(cls, strategy)
+            base = StrategyMemory.from_defaults.__func__  # type: ignore[attr-defined]
+
+            def from_defaults(klass: Any, *args: Any, **kw: Any) -> Any:
+                return base(klass, *args, **kw)
+
+            from_defaults.__doc__ = base.__doc__
+            from_defaults.__signature__ = signature_with(base, fields, drop=("kwargs",))  # type: ignore[attr-defined]
+            cls.from_defaults = classmethod(from_defaults)  # type: ignore[assignment, method-assign]
+        super().__init_subclass__(**kwargs)
+
     def __init__(self, **data: Any) -> None:
+        # Before pydantic, so a bad value raises the strategy's ConfigurationError.
+        check_adapter(type(self), data, budget_name="token_limit", known=type(self).model_fields)
         super().__init__(**data)
-        # Outside pydantic validation, so configuration errors surface as ConfigurationError.
         self._setup()
 
     def _setup(self) -> None:
@@ -154,11 +187,12 @@ class StrategyMemory(BaseChatStoreMemory):
         counter, tokenizer = _resolve_counting(self.token_counter, self.tokenizer_fn)
         self.tokenizer_fn = tokenizer
         self._counter = counter
-        self._strategy = self._make_strategy(counter)
+        self._strategy = _make_strategy(self, counter)
 
-    @abstractmethod
-    def _make_strategy(self, token_counter: TokenCounter) -> Strategy:
-        """Build this memory's strategy (called once per memory, with the resolved counter)."""
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls the memory made on its own behalf (summaries, decisions); 0 by default."""
+        return self.strategy.llm_calls
 
     @classmethod
     def class_name(cls) -> str:
@@ -189,13 +223,15 @@ class StrategyMemory(BaseChatStoreMemory):
             ConfigurationError: unknown keyword argument or invalid parameter.
             InvalidMessageError: a message of ``chat_history`` cannot be used.
         """
-        unknown = sorted(set(kwargs) - set(cls.model_fields))
+        unknown = sorted(set(kwargs) - {f.name for f in cls.adapter_fields})
         if unknown:
             raise ConfigurationError(f"unexpected arguments for {cls.__name__}.from_defaults: {unknown}")
         if llm is not None and not isinstance(llm, LLM):
             raise ConfigurationError(f"llm must be a LlamaIndex LLM, got {type(llm).__name__}")
         if "llm" in cls.model_fields:  # memories that summarise or decide with the LLM
             kwargs["llm"] = llm
+        if "embed_model" in cls.model_fields:  # accepted and unused by memories that embed nothing
+            kwargs["embed_model"] = embed_model
         if token_limit is None:
             if llm is not None:
                 token_limit = int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
@@ -207,7 +243,6 @@ class StrategyMemory(BaseChatStoreMemory):
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn,
             token_counter=token_counter,
-            embed_model=embed_model,
             **kwargs,
         )
         if chat_history is not None:
@@ -250,17 +285,6 @@ class StrategyMemory(BaseChatStoreMemory):
         assert self._strategy is not None
         return self._strategy
 
-    @property
-    def last_context(self) -> Context | None:
-        """The :class:`ctxmgmt.Context` of the most recent :meth:`get` (None before the first)."""
-        return self._last_context
-
-    def explain(self) -> str:
-        """Why the last :meth:`get` returned what it did (blocks, scores, spans)."""
-        if self._last_context is None:
-            return f"{type(self).__name__}: nothing selected yet; call get() first"
-        return self._last_context.explain()
-
     def _forget(self) -> None:
         with self._lock:
             self.strategy.reset()
@@ -276,7 +300,7 @@ class StrategyMemory(BaseChatStoreMemory):
         with self._lock:
             context = build_context(self.strategy, converted, query=query, budget=budget)
             self._last_context = context
-            selected = select_originals(context, originals, converted)
+            selected = select_originals(context, converted, originals, system_message)
             return self._reuse_summary_messages(selected, originals)
 
     def _reuse_summary_messages(
@@ -383,7 +407,33 @@ class StrategyMemory(BaseChatStoreMemory):
         self._forget()
 
 
-class StrategyMemoryBlock(BaseMemoryBlock[Any]):
+BLOCK_DEFAULTS: dict[str, tuple[str, Literal["messages", "text"], str]] = {
+    "discourse_tree": (
+        "discourse_tree",
+        "text",
+        "Earlier in this conversation (other topics summarised, then the current thread):",
+    ),
+    "acm": ("acm_tiers", "text", "Earlier in this conversation (entities, summaries, then earlier turns):"),
+    "swin": (
+        "swin_summary",
+        "text",
+        "Earlier in this conversation (summary, then the latest earlier turns):",
+    ),
+    "topic_thread": (
+        "topic_threads",
+        "text",
+        "Earlier topic threads of this conversation relevant to the latest message:",
+    ),
+    "kadanedial": (
+        "kadanedial_memory",
+        "messages",
+        "Earlier turns of this conversation relevant to the latest message:",
+    ),
+}
+"""Per strategy name: a block's default ``name``, ``output`` and ``text_header``."""
+
+
+class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     """A ``BaseMemoryBlock`` that selects among the turns ``Memory`` flushed out of its queue.
 
     ``llama_index.core.memory.Memory`` keeps recent messages in a FIFO queue; when the queue
@@ -424,9 +474,9 @@ class StrategyMemoryBlock(BaseMemoryBlock[Any]):
         description="First line of the text output ('' for none).",
     )
     token_counter: Any = Field(default=None, exclude=True, description="ctxmgmt TokenCounter or str -> int.")
-    embed_model: Any = Field(
-        default=None, exclude=True, description="LlamaIndex BaseEmbedding or ctxmgmt Embedder."
-    )
+
+    strategy_class: ClassVar[type[Strategy]]
+    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
 
     _histories: dict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=dict)
     _converted: dict[str | None, list[Message]] = PrivateAttr(default_factory=dict)
@@ -436,29 +486,34 @@ class StrategyMemoryBlock(BaseMemoryBlock[Any]):
     _last_context: Context | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
 
+    def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
+        if strategy is not None:  # before pydantic collects the fields
+            _add_fields(cls, strategy)
+            defaults = dict(
+                zip(("name", "output", "text_header"), BLOCK_DEFAULTS[strategy.name], strict=True)
+            )
+            for field, default in defaults.items():
+                inherited = StrategyMemoryBlock.model_fields[field]
+                cls.__annotations__[field] = inherited.annotation
+                setattr(cls, field, Field(default=default, description=inherited.description))
+        super().__init_subclass__(**kwargs)
+
     def __init__(self, **data: Any) -> None:
+        check_adapter(type(self), data, budget_name="token_limit", known=type(self).model_fields)
         super().__init__(**data)
         self._setup()
 
     def _setup(self) -> None:
-        check_budget(self.token_limit, name="token_limit")
+        own = budget_param(self.strategy_class)
+        if own is None:
+            check_budget(self.token_limit, name="token_limit")
         self._counter = as_token_counter(self.token_counter)
-        self._make_strategy(self._counter)  # validate the parameters now, not at the first flush
-
-    @abstractmethod
-    def _make_strategy(self, token_counter: TokenCounter) -> Strategy:
-        """Build a strategy for one session's history."""
+        _make_strategy(self, self._counter)  # validate now, not at the first flush
 
     @property
-    def last_context(self) -> Context | None:
-        """The :class:`ctxmgmt.Context` of the most recent selection (None before the first)."""
-        return self._last_context
-
-    def explain(self) -> str:
-        """Why the last selection returned what it did."""
-        if self._last_context is None:
-            return f"{type(self).__name__}: nothing selected yet"
-        return self._last_context.explain()
+    def llm_calls(self) -> int:
+        """LLM calls made on the block's behalf over every session (summaries, decisions)."""
+        return sum(s.llm_calls for s in self._strategies.values())
 
     def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
         """Every message flushed into the block for ``session_id``, as received (lossless)."""
@@ -470,7 +525,7 @@ class StrategyMemoryBlock(BaseMemoryBlock[Any]):
             if self._counter is None:
                 self._setup()
             assert self._counter is not None
-            strategy = self._strategies[session_id] = self._make_strategy(self._counter)
+            strategy = self._strategies[session_id] = _make_strategy(self, self._counter)
         return strategy
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
@@ -499,7 +554,7 @@ class StrategyMemoryBlock(BaseMemoryBlock[Any]):
             sync_strategy(strategy, group_turns(converted))
             context = strategy.select(query, budget=budget)
             self._last_context = context
-        return context, select_originals(context, originals, converted)
+        return context, select_originals(context, converted, originals, system_message)
 
     def _format(self, context: Context, messages: list[ChatMessage]) -> Any:
         if self.output == "text":
@@ -538,3 +593,10 @@ class StrategyMemoryBlock(BaseMemoryBlock[Any]):
         context, selected = await asyncio.to_thread(self._select, session_id, query, budget)
         truncated = self._format(context, selected)
         return truncated or None
+
+
+def _make_strategy(adapter: StrategyMemory | StrategyMemoryBlock, counter: TokenCounter) -> Strategy:
+    """The strategy a memory or block configured by its fields uses."""
+    return strategy_of(
+        adapter, complete_with, budget_name="token_limit", token_counter=counter, embedder_name="embed_model"
+    )

@@ -23,9 +23,9 @@ from llama_index.core.base.llms.types import (
     ToolCallBlock,
 )
 
-from ctxmgmt.context import Context
+from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import InvalidMessageError
-from ctxmgmt.types import Message, group_turns
+from ctxmgmt.types import Message
 
 ROLE_MAP: dict[str, str] = {
     MessageRole.SYSTEM.value: "system",
@@ -194,29 +194,9 @@ def latest_user_text(messages: Sequence[ChatMessage] | None) -> str:
     return ""
 
 
-def select_originals(
-    context: Context, originals: Sequence[ChatMessage], converted: Sequence[Message]
-) -> list[ChatMessage]:
-    """The caller's own ``ChatMessage`` objects for what ``context`` selected, in block order.
-
-    ``converted`` must be ``to_messages(originals)``. Turns are mapped back by their index in
-    the history (the core groups ``converted`` the same way), so a turn always comes back with
-    every message it holds. Summary and entity blocks (text the core wrote) become one system
-    message each.
-    """
-    original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
-    system = [o for c, o in zip(converted, originals, strict=True) if c.role == "system"]
-    turns = group_turns(converted)
-    out: list[ChatMessage] = []
-    for block in context.blocks:
-        if block.kind == "system":
-            out.extend(system)
-        elif block.kind in ("turns", "current"):
-            for index in block.turns:
-                out.extend(original_of[id(m)] for m in turns[index].messages)
-        elif block.text:
-            out.append(ChatMessage(role=MessageRole.SYSTEM, content=block.text))
-    return out
+def system_message(block: Block) -> list[ChatMessage]:
+    """A summary/entity block as one system ``ChatMessage`` (text the core wrote)."""
+    return [ChatMessage(role=MessageRole.SYSTEM, content=block.text)]
 
 
 def render_context(context: Context, *, include_current: bool = False) -> str:

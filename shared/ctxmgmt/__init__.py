@@ -12,6 +12,7 @@ from ctxmgmt.exceptions import (
     InvalidMessageError,
 )
 from ctxmgmt.kadane import KadaneResult, kadane_dial
+from ctxmgmt.params import StrategyConfig
 from ctxmgmt.session import ConversationMemory, build_context
 from ctxmgmt.strategies import (
     ACMStrategy,
@@ -42,6 +43,7 @@ __all__ = [
     "Message",
     "SWinStrategy",
     "Strategy",
+    "StrategyConfig",
     "TopicThreadStrategy",
     "Turn",
     "__version__",

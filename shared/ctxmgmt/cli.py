@@ -172,7 +172,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             )
         console.print(cat_table)
     if args.plot:
-        from ctxmgmt.plot import plot_tradeoff
+        from ctxmgmt.bench.plots import plot_tradeoff
 
         title = f"{', '.join(p.name for p in paths)}: quality vs tokens sent"
         written = plot_tradeoff([r.summary() for r in results], args.plot, title=title)

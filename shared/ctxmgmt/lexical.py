@@ -85,7 +85,7 @@ class BM25Index:
             return out
         lengths = np.asarray(self._lengths, dtype=np.float64)
         avgdl = max(lengths.mean(), 1.0)
-        for term in set(tokenize(query)):
+        for term in sorted(set(tokenize(query))):  # a fixed order: sums repeat exactly
             postings = self._postings.get(term)
             if not postings:
                 continue

@@ -7,8 +7,8 @@ Adapters translate framework messages into :class:`~ctxmgmt.types.Message` and c
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from ctxmgmt.budget import check_budget, message_tokens, messages_tokens, turn_tokens
 from ctxmgmt.context import Block, Context
@@ -141,6 +141,39 @@ def build_context(
     )
 
 
+T = TypeVar("T")
+
+
+def select_originals(
+    context: Context,
+    converted: Sequence[Message],
+    originals: Sequence[T],
+    text_block: Callable[[Block], list[T]],
+) -> list[T]:
+    """The caller's own message objects for what ``context`` selected, in block order.
+
+    The one provenance scheme of every adapter: ``converted[i]`` is the core form of
+    ``originals[i]``; verbatim blocks name turns by their index among the turns of
+    ``converted`` (grouped as :func:`build_context` groups them), so a turn always comes back
+    whole, as the caller's objects (ids and metadata included). System blocks map to the
+    system messages; text blocks (summaries, entities) become what ``text_block`` makes.
+    """
+    if len(converted) != len(originals):
+        raise ValueError("converted and originals differ in length")
+    original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
+    system, conversation = split_system(list(converted))
+    turns = group_turns(conversation)
+    out: list[T] = []
+    for block in context.blocks:
+        if block.kind == "system":
+            out.extend(original_of[id(m)] for m in system)
+        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
+            out.extend(original_of[id(m)] for t in block.turns for m in turns[t].messages)
+        elif block.text:
+            out.extend(text_block(block))
+    return out
+
+
 def _recent_within(strategy: Strategy, budget: int | None) -> Context:
     turns = strategy.turns
     keep: list[int] = []
@@ -154,15 +187,7 @@ def _recent_within(strategy: Strategy, budget: int | None) -> Context:
     keep.reverse()
     context = Context(query="", strategy=strategy.name, history_tokens=strategy.total_tokens)
     if keep:
-        context.blocks.append(
-            Block(
-                "turns",
-                turns=tuple(keep),
-                messages=tuple(m for i in keep for m in turns[i].messages),
-                tokens=used,
-                reason="no query yet: most recent turns",
-            )
-        )
+        context.blocks.append(strategy.turns_block(keep, "no query yet: most recent turns"))
     return context
 
 

@@ -51,13 +51,15 @@ class TestLangChainACMTieredBuffer(LangChainMemoryContract):
         memory = LCACMTieredBuffer()
         assert memory.memory_variables == ["history"]
         assert memory.max_token_limit == DEFAULT_TOKEN_BUDGET
-        assert isinstance(memory.acm, ACMStrategy) and memory.acm.token_budget == DEFAULT_TOKEN_BUDGET
+        assert (
+            isinstance(memory.strategy, ACMStrategy) and memory.strategy.token_budget == DEFAULT_TOKEN_BUDGET
+        )
         assert memory.llm_calls == 0
 
     def test_budget_below_the_minimum_is_refused(self):
         with pytest.raises(ConfigurationError, match="max_token_limit must be an int >= 16"):
             LCACMTieredBuffer(max_token_limit=MIN_TOKEN_BUDGET - 1)
-        assert LCACMTieredBuffer(max_token_limit=MIN_TOKEN_BUDGET).acm.token_budget == MIN_TOKEN_BUDGET
+        assert LCACMTieredBuffer(max_token_limit=MIN_TOKEN_BUDGET).strategy.token_budget == MIN_TOKEN_BUDGET
 
     @pytest.mark.parametrize("bad", [{"unmodified_ratio": 0}, {"summary_limit": 0}, {"llm": "gpt"}])
     def test_bad_parameters(self, bad):

@@ -62,8 +62,8 @@ class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
             CANDIDATES,
             SUMMARY_ITEMS,
         )
-        assert isinstance(memory.tree, DiscourseTreeStrategy)
-        assert isinstance(memory.tree.decider, EmbeddedDecider) and memory.llm_calls == 0
+        assert isinstance(memory.strategy, DiscourseTreeStrategy)
+        assert isinstance(memory.strategy.decider, EmbeddedDecider) and memory.llm_calls == 0
 
     def test_one_topic_per_turn_gives_summaries_and_the_cat_turn(self, memory):
         m = memory(return_messages=True)
@@ -72,7 +72,7 @@ class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
         assert isinstance(history[0], SystemMessage) and "Topic" in history[0].content
         assert [x.content for x in history[1:]] == list(TURNS[2])  # switch back to the cat topic
         assert m.last_context.details["plan"]["topic"]["action"] == "switch"
-        assert "Discourse forest" in m.tree.explain()
+        assert "Discourse forest" in m.strategy.explain()
 
     @pytest.mark.parametrize(
         "bad", [{"theta_fork": 5}, {"candidates": 0}, {"summary_words": 0}, {"llm": "gpt"}, {"decider": 1}]
@@ -83,9 +83,9 @@ class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
 
     def test_decider_callable_is_wrapped(self, hashing_embedder):
         m = LCDiscourseTreeMemory(embedder=hashing_embedder, decider=lambda prompt: '{"action": "create"}')
-        assert isinstance(m.tree.decider, LLMDecider)
+        assert isinstance(m.strategy.decider, LLMDecider)
         fill(m, TURNS[:3])
-        assert [n["tree"] for n in m.tree.nodes] == [0, 1, 2] and m.llm_calls == 2
+        assert [n.tree for n in m.strategy.nodes] == [0, 1, 2] and m.llm_calls == 2
 
 
 class TestLlamaIndexDiscourseTreeMemory(LlamaIndexMemoryContract):

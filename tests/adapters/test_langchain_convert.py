@@ -18,10 +18,9 @@ from langchain_core.messages import (
 )
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
+from ctxmgmt.session import select_originals
 from langchain_ctxmgmt._convert import (
-    LC_INDEX,
     content_text,
-    context_to_langchain,
     from_ctxmgmt,
     to_ctxmgmt,
     to_ctxmgmt_messages,
@@ -141,6 +140,10 @@ def test_errors_are_value_errors():
         to_ctxmgmt(HumanMessage(""))
 
 
+def _as_system(block):
+    return [from_ctxmgmt(m) for m in block.as_messages()]
+
+
 def test_round_trip_returns_the_original_objects():
     originals = [
         SystemMessage("Be brief.", id="s"),
@@ -150,9 +153,15 @@ def test_round_trip_returns_the_original_objects():
         AIMessage("Lisbon is in Portugal.", id="a2", response_metadata={"model": "m"}),
     ]
     converted = to_ctxmgmt_messages(originals)
-    assert [m.metadata[LC_INDEX] for m in converted] == [0, 1, 2, 3, 4]
-    back = [from_ctxmgmt(m, originals) for m in converted]
-    assert all(b is o for b, o in zip(back, originals, strict=True))
+    context = Context(
+        query="q",
+        blocks=[
+            Block("system", messages=(converted[0],)),
+            Block("current", turns=(0,), messages=tuple(converted[1:])),
+        ],
+    )
+    back = select_originals(context, converted, originals, _as_system)
+    assert len(back) == len(originals) and all(b is o for b, o in zip(back, originals, strict=True))
 
 
 def test_from_ctxmgmt_builds_new_messages_without_originals():
@@ -168,7 +177,7 @@ def test_from_ctxmgmt_builds_new_messages_without_originals():
     assert to_ctxmgmt(from_ctxmgmt(original)) == original
 
 
-def test_context_to_langchain_maps_turns_by_provenance(hashing_embedder):
+def test_select_originals_maps_turns_by_provenance(hashing_embedder):
     originals = [
         SystemMessage("You are helpful."),
         HumanMessage("My cat is called Miso."),
@@ -181,7 +190,7 @@ def test_context_to_langchain_maps_turns_by_provenance(hashing_embedder):
     strategy = KadaneDialStrategy(embedder=hashing_embedder)
     context = build_context(strategy, converted)
 
-    selected = context_to_langchain(context, converted, originals)
+    selected = select_originals(context, converted, originals, _as_system)
 
     assert selected[0] is originals[0]
     assert selected[-1] is originals[-1]
@@ -190,7 +199,7 @@ def test_context_to_langchain_maps_turns_by_provenance(hashing_embedder):
     assert positions == sorted(positions)
 
 
-def test_context_to_langchain_uses_the_current_list_even_for_cached_turns(hashing_embedder):
+def test_select_originals_uses_the_current_list_even_for_cached_turns(hashing_embedder):
     """A strategy keeps turns from an earlier call; the objects returned come from this call."""
     strategy = KadaneDialStrategy(embedder=hashing_embedder)
     first = [HumanMessage("I adopted a cat."), AIMessage("Lovely cat."), HumanMessage("Tell me about cats.")]
@@ -202,18 +211,18 @@ def test_context_to_langchain_uses_the_current_list_even_for_cached_turns(hashin
     ]
     converted = to_ctxmgmt_messages(second)
     context = build_context(strategy, converted)
-    selected = context_to_langchain(context, converted, second)
+    selected = select_originals(context, converted, second, _as_system)
     assert selected[0] is second[0] and selected[1] is second[1]
     assert all(any(m is o for o in second) for m in selected)
 
 
-def test_context_to_langchain_renders_text_blocks():
+def test_select_originals_renders_text_blocks():
     context = Context(
         query="q", blocks=[Block("summary", turns=(0, 1), text="Earlier: the user owns a cat.")]
     )
-    (message,) = context_to_langchain(context, [], [])
+    (message,) = select_originals(context, [], [], _as_system)
     assert isinstance(message, SystemMessage) and message.content == "Earlier: the user owns a cat."
-    custom = context_to_langchain(context, [], [], text_block=lambda b: [HumanMessage(f"[summary] {b.text}")])
+    custom = select_originals(context, [], [], lambda b: [HumanMessage(f"[summary] {b.text}")])
     assert custom[0].content == "[summary] Earlier: the user owns a cat."
 
 

@@ -136,6 +136,11 @@ def tokens(memory, messages: list[ChatMessage]) -> int:
     return messages_tokens(memory.strategy.token_counter, to_messages(messages))
 
 
+def _components(memory):
+    """The memory's embedder, for memories that embed (passed on to copies of it)."""
+    return {"embed_model": memory.embed_model} if "embed_model" in type(memory).model_fields else {}
+
+
 class JsonFileChatStore(BaseChatStore):
     """A minimal file-backed chat store (any BaseChatStore must work, not only SimpleChatStore)."""
 
@@ -379,13 +384,9 @@ class LlamaIndexMemoryContract:
         memory.chat_store = store
         memory.chat_store_key = "alice"
         memory.put_messages(conversation())
-        other = type(memory).from_defaults(
-            chat_store=store, chat_store_key="alice", embed_model=memory.embed_model
-        )
+        other = type(memory).from_defaults(chat_store=store, chat_store_key="alice", **_components(memory))
         assert other.get_all() == memory.get_all()
-        bob = type(memory).from_defaults(
-            chat_store=store, chat_store_key="bob", embed_model=memory.embed_model
-        )
+        bob = type(memory).from_defaults(chat_store=store, chat_store_key="bob", **_components(memory))
         assert bob.get_all() == []
         bob.put_messages(turn_messages(0))
         assert len(memory.get_all()) == 28
@@ -397,7 +398,7 @@ class LlamaIndexMemoryContract:
         memory.put_messages(conversation())
         # a new process: a new store object and a new memory over the same file
         restored = type(memory).from_defaults(
-            chat_store=JsonFileChatStore(path=str(path)), embed_model=memory.embed_model
+            chat_store=JsonFileChatStore(path=str(path)), **_components(memory)
         )
         assert restored.get_all() == memory.get_all()
         restored.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
@@ -427,7 +428,7 @@ class LlamaIndexMemoryContract:
                 "llama-index-core SimpleChatStore cannot serialise under pydantic>=2.14 (upstream bug)"
             )
         restored = type(memory).from_defaults(
-            chat_store=SimpleChatStore.from_persist_path(str(path)), embed_model=memory.embed_model
+            chat_store=SimpleChatStore.from_persist_path(str(path)), **_components(memory)
         )
         assert restored.get_all() == memory.get_all()
 
@@ -435,7 +436,7 @@ class LlamaIndexMemoryContract:
         memory.put_messages(conversation())
         data = memory.to_dict()
         assert data["class_name"] == type(memory).class_name()
-        clone = type(memory).from_dict(data, embed_model=memory.embed_model)
+        clone = type(memory).from_dict(data, **_components(memory))
         assert clone.get_all() == memory.get_all()
         assert clone.token_limit == memory.token_limit
 
@@ -449,7 +450,7 @@ class LlamaIndexMemoryContract:
     def test_from_defaults_options(self, memory):
         cls = type(memory)
         history = conversation()
-        seeded = cls.from_defaults(chat_history=history, embed_model=memory.embed_model)
+        seeded = cls.from_defaults(chat_history=history, **_components(memory))
         assert seeded.get_all() == history
         llm = MockLLM()
         assert cls.from_defaults(llm=llm).token_limit == math.floor(llm.metadata.context_window * 0.75)
@@ -464,9 +465,9 @@ class LlamaIndexMemoryContract:
     def test_tokenizer_fn_agrees_with_the_budget(self, memory):
         text = "How long to proof sourdough dough?"
         assert len(memory.tokenizer_fn(text)) == memory.strategy.token_counter.count(text)
-        words = type(memory).from_defaults(tokenizer_fn=str.split, embed_model=memory.embed_model)
+        words = type(memory).from_defaults(tokenizer_fn=str.split, **_components(memory))
         assert words.strategy.token_counter.count("one two three") == 3
-        counted = type(memory).from_defaults(token_counter=len, embed_model=memory.embed_model)
+        counted = type(memory).from_defaults(token_counter=len, **_components(memory))
         assert len(counted.tokenizer_fn("abcd")) == 4
 
     def test_explain_and_last_context(self, memory):

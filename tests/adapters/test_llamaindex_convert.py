@@ -22,11 +22,12 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import ToolSelection
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, build_context
+from ctxmgmt.session import select_originals
 from llamaindex_ctxmgmt._convert import (
     ROLE_MAP,
     latest_user_text,
     render_context,
-    select_originals,
+    system_message,
     text_of,
     to_message,
     to_messages,
@@ -231,7 +232,7 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     first = _history()
     converted = to_messages(first)
     context = build_context(strategy, converted, query="Peru capital")
-    selected = select_originals(context, first, converted)
+    selected = select_originals(context, converted, first, system_message)
     assert all(any(s is o for o in first) for s in selected)
     assert selected[0] is first[0] and selected[-1] is first[-1]
     # the whole tool turn comes back: user, tool call, tool result, answer
@@ -242,7 +243,7 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     second = _history()
     converted2 = to_messages(second)
     context2 = build_context(strategy, converted2, query="Peru capital")
-    selected2 = select_originals(context2, second, converted2)
+    selected2 = select_originals(context2, converted2, second, system_message)
     assert [id(m) for m in selected2] == [id(second[first.index(m)]) for m in selected]
 
 
@@ -258,7 +259,7 @@ def test_select_originals_text_blocks_become_system_messages():
             Block("current", turns=(2,), messages=(converted[7],)),
         ],
     )
-    selected = select_originals(context, history, converted)
+    selected = select_originals(context, converted, history, system_message)
     assert selected[0] is history[0]
     assert selected[1].role == MessageRole.SYSTEM and selected[1].content == "The user has a cat named Miso."
     assert selected[2:] == history[3:]

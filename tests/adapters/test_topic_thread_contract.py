@@ -68,7 +68,7 @@ class TestLangChainTopicThreadMemory(LangChainMemoryContract):
         memory = LCTopicThreadMemory(
             embedder=hashing_embedder, tau=0.4, alpha=0.1, max_slot_turns=5, max_slots=3, top_k=2
         )
-        s = memory.threads
+        s = memory.strategy
         assert (s.tau, s.alpha, s.max_slot_turns, s.max_slots, s.top_k) == (0.4, 0.1, 5, 3, 2)
         assert s.embedder is hashing_embedder
 

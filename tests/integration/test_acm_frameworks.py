@@ -109,7 +109,7 @@ def test_classic_memory_with_an_llm_summarizer():
     )
     for user, answer in TOPIC_TURNS * 2:
         memory.save_context({"input": user}, {"output": answer or "ok"})
-    assert memory.llm_calls == memory.acm.summarize_calls > 0
+    assert memory.llm_calls == memory.strategy.summarize_calls > 0
     history_ = memory.load_memory_variables({"input": "what did we talk about?"})["history"]
     assert any(isinstance(m, SystemMessage) and "Fact" in m.content for m in history_)
     assert lc_tokens(history_) <= 300

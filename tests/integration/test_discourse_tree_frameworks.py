@@ -133,7 +133,7 @@ def test_classic_memory_in_a_loop_branches_and_returns(default_embedder):
     ]
     assert isinstance(sent[0], SystemMessage) and "pandas" in sent[0].content
     assert [m.content for m in sent[1::2]] == [exchanges[0][0], exchanges[1][0]]
-    assert [n["tree"] for n in memory.tree.nodes] == [0, 0, 1, 1]
+    assert [n.tree for n in memory.strategy.nodes] == [0, 0, 1, 1]
 
 
 # -- LlamaIndex ------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def test_llamaindex_llm_decider_with_mock_llm(hashing_embedder):
     selected = memory.get()
     # turns 1 and 2 and the query each asked once ("create": no branch decision)
     assert memory.llm_calls == len(llm.prompts) == 3
-    assert [n["tree"] for n in memory.strategy.nodes] == [0, 1, 2]
+    assert [n.tree for n in memory.strategy.nodes] == [0, 1, 2]
     assert selected[0].role == MessageRole.SYSTEM and selected[-1].content == SOURDOUGH_QUERY
     assert memory.token_limit == int(llm.metadata.context_window * 0.75)
 
@@ -176,7 +176,7 @@ def test_plain_mock_llm_echo_falls_back_to_the_embedded_decider(hashing_embedder
         llm=MockLLM(), chat_history=conversation()[:6], embed_model=hashing_embedder
     )
     memory.get(input="x")
-    assert {d["topic_source"] for d in memory.strategy.decisions[1:]} == {"fallback"}
+    assert {d.topic_source for d in memory.strategy.decisions[1:]} == {"fallback"}
     assert "embedded decider" in caplog.text
 
 

@@ -146,7 +146,7 @@ def test_classic_memory_falls_back_when_the_model_answers_nothing(caplog):
         memory.save_context({"input": user}, {"output": answer or "ok"})
     assert memory.llm_calls == 1
     assert "empty answer" in caplog.text
-    assert memory.swin.windows[0]["added"]  # the extractive summary kept the window
+    assert memory.strategy.windows[0]["added"]  # the extractive summary kept the window
 
 
 # -- LlamaIndex: SimpleChatEngine with SWinSummaryBuffer --------------------------------------

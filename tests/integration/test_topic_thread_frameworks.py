@@ -88,7 +88,7 @@ def test_agent_model_receives_threads_relevant_turns_and_the_question(hashing_em
     context = middleware.last_context
     assert context.blocks[0].kind == "system" and context.blocks[-1].kind == "current"
     assert context.tokens <= 3000
-    assert "decay" in middleware.explain() and "threads" in middleware.explain_threads()
+    assert "decay" in middleware.explain() and "threads" in middleware.strategy.explain()
     assert middleware.llm_calls == 0
 
 

@@ -312,3 +312,112 @@ def test_context_never_exceeds_the_budget(conversation, budget, select_budget, q
         )
     else:
         assert full.tokens == sent_tokens(s, full) <= budget
+
+
+# -- parameters are declared once, in ACMConfig -------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("token_budget", MIN_TOKEN_BUDGET - 1),
+        ("token_budget", 100.5),
+        ("token_budget", True),
+        ("unmodified_ratio", 0),
+        ("unmodified_ratio", 1.01),
+        ("unmodified_ratio", "0.5"),
+        ("summary_limit", 0),
+        ("summary_limit", 8.0),
+        ("summary_share", -0.1),
+        ("summary_share", 1.5),
+        ("recall_share", float("nan")),
+        ("recall_share", 2),
+        ("query_recall", "yes"),
+        ("query_recall", None),
+    ],
+)
+def test_each_bad_parameter_is_named(name, bad):
+    from ctxmgmt.strategies.acm import ACMConfig
+
+    with pytest.raises(ConfigurationError, match=name):
+        ACMStrategy(entity_extractor=CountingExtractor(), **{name: bad})
+    with pytest.raises(ConfigurationError, match=name):
+        ACMConfig(**{name: bad})
+
+
+def test_the_budget_parameter_and_check_min_budget_share_one_rule():
+    from ctxmgmt.strategies.acm import ACMConfig, check_min_budget
+
+    spec = ACMConfig.param("token_budget")
+    assert spec.budget and spec.ge == MIN_TOKEN_BUDGET and spec.default == DEFAULT_TOKEN_BUDGET
+    assert [p.name for p in ACMConfig.params() if p.budget] == ["token_budget"]
+    assert check_min_budget(MIN_TOKEN_BUDGET) == MIN_TOKEN_BUDGET
+    for bad in (MIN_TOKEN_BUDGET - 1, 20.0, True, None, "100"):
+        with pytest.raises(ConfigurationError, match=f"max_token_limit must be an int >= {MIN_TOKEN_BUDGET}"):
+            check_min_budget(bad, name="max_token_limit")
+    with pytest.raises(ConfigurationError, match="token_budget must be an int >= 16"):
+        check_min_budget(3)
+
+
+def test_config_object_keywords_and_paper():
+    from ctxmgmt.strategies.acm import SUMMARY_LIMIT, UNMODIFIED_RATIO, ACMConfig
+
+    s = ACMStrategy(ACMConfig(token_budget=400), entity_extractor=CountingExtractor(), summary_limit=40)
+    assert (s.token_budget, s.summary_limit, s.unmodified_ratio) == (400, 40, UNMODIFIED_RATIO)
+    assert isinstance(s.summary_share, float) and s.floor == 300
+    paper = ACMConfig.paper()
+    assert paper.query_recall is False
+    assert (paper.unmodified_ratio, paper.summary_limit) == (UNMODIFIED_RATIO, SUMMARY_LIMIT) == (0.75, 120)
+    p = ACMStrategy.from_paper(token_budget=300, entity_extractor=CountingExtractor())
+    assert p.query_recall is False and p.token_budget == 300
+    assert ACMStrategy.components == ("summarizer", "entity_extractor")
+
+
+def test_paper_config_has_no_query_recall():
+    texts = [f"My neighbour Zed{i} owns a blue boat." for i in range(30)]
+    texts[2] = "Priya lent me her ladder on Tuesday."
+    paper = ACMStrategy.from_paper(
+        token_budget=140,
+        token_counter=words,
+        entity_extractor=CountingExtractor(),
+        summarizer=CountingSummarizer(),
+    )
+    paper.add_many([turn(i, text=t) for i, t in enumerate(texts)])
+    assert 2 in paper.tiers["entities"]
+    assert "Priya lent me her ladder" not in paper.select("was it Priya?").text()
+
+
+def test_state_restores_the_cascade_budget_and_counters():
+    class LLMish(CountingSummarizer):
+        uses_llm = True
+
+    s = make(200, summarizer=LLMish())
+    s.add_many([turn(i) for i in range(30)])
+    assert s.llm_calls == s.summarize_calls > 0
+    state = json.loads(json.dumps(s.to_state()))
+    assert state["config"]["token_budget"] == 200 and "token_budget" not in state
+    restored = make(120)
+    restored.load_state(state)
+    assert restored.token_budget == 200 and restored.config == s.config
+    assert (restored.llm_calls, restored.summarize_calls, restored.extract_calls) == (
+        s.llm_calls,
+        s.summarize_calls,
+        s.extract_calls,
+    )
+    assert restored.tiers == s.tiers
+    # a state saved before the config was in it names the budget at the top level
+    legacy = {k: v for k, v in state.items() if k != "config"} | {"token_budget": 200}
+    old = make(120)
+    old.load_state(legacy)
+    assert old.token_budget == 200 and old.select("Person2?").text() == s.select("Person2?").text()
+    with pytest.raises(ConfigurationError, match="token_budget"):
+        make(120).load_state({**state, "config": {**state["config"], "token_budget": 3}})
+
+
+def test_reset_forgets_the_llm_calls_of_the_tiers():
+    class LLMish(CountingSummarizer):
+        uses_llm = True
+
+    s = make(200, summarizer=LLMish())
+    s.add_many([turn(i) for i in range(30)])
+    assert s.llm_calls > 0
+    s.reset()
+    assert (s.llm_calls, s.summarize_calls, s.extract_calls) == (0, 0, 0)

@@ -99,17 +99,16 @@ class FixedStrategy(Strategy):
         self.shown = shown
         self.budgets: list[int | None] = []
         self.made_with = budget
-        self.llm_calls = 0
 
     def _on_add(self, turns: list[Turn]) -> None:
-        self.llm_calls += len(turns)
+        self._llm_calls += len(turns)
 
     def _on_reset(self) -> None:
         return None
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
         self.budgets.append(budget)
-        self.llm_calls += 1
+        self._llm_calls += 1
         ctx = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         shown = [i for i in self.shown if i < len(self._turns)]
         ctx.blocks.append(

@@ -34,7 +34,7 @@ def test_plot_context_any_memory(tmp_path):
 
 def test_plot_tradeoff_skips_undefined_metrics(tmp_path):
     pytest.importorskip("matplotlib")
-    from ctxmgmt.plot import plot_tradeoff
+    from ctxmgmt.bench.plots import plot_tradeoff
 
     summaries = [
         {"memory": "full history", "kind": "full", "token_ratio": 1.0, "evidence_recall": 1.0},

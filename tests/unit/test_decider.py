@@ -208,6 +208,65 @@ def test_parse_decision_and_as_decider():
         LLMDecider("not callable")
 
 
+def test_llm_prompts_are_constructor_parameters():
+    from ctxmgmt.components.decider import BRANCH_PROMPT, TOPIC_PROMPT
+
+    default = LLMDecider(lambda p: "{}")
+    assert (default.topic_template, default.branch_template) == (TOPIC_PROMPT, BRANCH_PROMPT)
+    llm = Scripted('{"action": "create"}', '{"action": "continue"}')
+    decider = LLMDecider(
+        llm,
+        topic_prompt='Topics:\n{topics}\nQuery: {query}\nJSON like {{"action": "create"}}',
+        branch_prompt="Q={query} P={path} C={candidates}",
+    )
+    assert decider.decide_topic("pasta?", TOPICS).action == "create"
+    assert llm.prompts[0].startswith("Topics:\n- topic 0 (active): sourdough baking")
+    assert llm.prompts[0].endswith('Query: pasta?\nJSON like {"action": "create"}')
+    path = [node(0, 0.5)]
+    assert decider.decide_branch("q", path, path[0], path).action == "continue"
+    assert llm.prompts[1] == "Q=q P=- node 0: node 0 C=- node 0 (on the current line): node 0"
+    # the default prompts are what they were: the same text is sent
+    plain = Scripted('{"action": "create"}')
+    LLMDecider(plain).decide_topic("pasta?", TOPICS)
+    assert plain.prompts[0] == TOPIC_PROMPT.format(
+        topics="- topic 0 (active): sourdough baking\n- topic 1: pandas merges", query="pasta?"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"topic_prompt": "no query field"},
+        {"topic_prompt": "{query} and {path}"},
+        {"branch_prompt": "{query} {topics}"},
+        {"branch_prompt": "{query} {"},
+        {"topic_prompt": 3},
+    ],
+)
+def test_bad_llm_prompts_are_configuration_errors(kwargs):
+    with pytest.raises(ConfigurationError):
+        LLMDecider(lambda p: "{}", **kwargs)
+
+
+def test_the_package_re_exports_every_public_name():
+    import ctxmgmt.components.decider as package
+    from ctxmgmt.components.decider import decisions, embedded, llm
+
+    for module in (decisions, embedded, llm):
+        public = {
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_")
+            and getattr(value, "__module__", module.__name__) == module.__name__
+            and not isinstance(value, type(package))
+            and name not in ("annotations", "logger")
+        }
+        assert public, module.__name__
+        missing = sorted(name for name in public if getattr(package, name, None) is not getattr(module, name))
+        assert not missing, (module.__name__, missing)
+    assert set(package.__all__) <= set(dir(package))
+
+
 def test_decisions_are_plain_data():
     assert TopicDecision("switch", 1, "why").to_dict() == {
         "action": "switch",

@@ -10,7 +10,8 @@ import pytest
 
 from ctxmgmt import ConfigurationError, Message, Turn
 from ctxmgmt.components.decider import BranchDecision, EmbeddedDecider, LLMDecider, TopicDecision
-from ctxmgmt.strategies.discourse_tree import BriefSummarizer, DiscourseTreeStrategy
+from ctxmgmt.components.summarizer import BriefSummarizer
+from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
 
 
 def words(text: str) -> int:
@@ -61,21 +62,21 @@ ROME = ["Plan a trip to Rome in May.", "Which hotels near the Colosseum?", "How 
 def test_create_then_continue_builds_one_chain(hashing_embedder):
     s = make(ScriptedDecider(), hashing_embedder, theta_fork=1.0)
     feed(s, ROME)
-    assert [n["parent"] for n in s.nodes] == [None, 0, 1]
-    assert {n["tree"] for n in s.nodes} == {0} and {n["branch"] for n in s.nodes} == {0}
+    assert [n.parent for n in s.nodes] == [None, 0, 1]
+    assert {n.tree for n in s.nodes} == {0} and {n.branch for n in s.nodes} == {0}
     assert s.path(2) == [0, 1, 2] and (s.active_tree, s.current_node) == (0, 2)
-    assert [d["topic"] for d in s.decisions] == ["create", "continue", "continue"]
+    assert [d.topic for d in s.decisions] == ["create", "continue", "continue"]
 
 
 def test_create_and_switch_topic(hashing_embedder):
     decider = ScriptedDecider(topics={"pandas merge": ("create", None), "back to Rome": ("switch", 0)})
     s = make(decider, hashing_embedder, theta_fork=1.0)
     feed(s, [*ROME[:2], "pandas merge", "pandas groupby", "back to Rome"])
-    assert [n["tree"] for n in s.nodes] == [0, 0, 1, 1, 0]
-    assert s.nodes[2]["parent"] is None and s.nodes[3]["parent"] == 2
-    assert s.nodes[4]["parent"] == 1  # under topic 0's current node
-    assert s.trees[0]["current"] == 4 and s.trees[1]["current"] == 3
-    assert [d["topic"] for d in s.decisions] == ["create", "continue", "create", "continue", "switch"]
+    assert [n.tree for n in s.nodes] == [0, 0, 1, 1, 0]
+    assert s.nodes[2].parent is None and s.nodes[3].parent == 2
+    assert s.nodes[4].parent == 1  # under topic 0's current node
+    assert s.trees[0].current == 4 and s.trees[1].current == 3
+    assert [d.topic for d in s.decisions] == ["create", "continue", "create", "continue", "switch"]
 
 
 def test_create_branch_at_the_fork_and_switch_back(hashing_embedder):
@@ -88,12 +89,12 @@ def test_create_branch_at_the_fork_and_switch_back(hashing_embedder):
     s = make(decider, hashing_embedder, theta_fork=-1.0)  # the filter always fires off the current node
     feed(s, [*ROME[:2], "Instead, a trip to Paris in May?", "Paris museums", "Rome hotels again"])
     nodes = s.nodes
-    assert nodes[2]["parent"] == 0 and nodes[2]["branch"] == 1
-    assert s.branches[1]["fork"] == 0 and s.branches[1]["nodes"] == [2, 3]
-    assert nodes[3]["branch"] == 1 and nodes[3]["parent"] == 2
-    assert nodes[4]["branch"] == 0 and nodes[4]["parent"] == 1  # under the leaf of branch 0
+    assert nodes[2].parent == 0 and nodes[2].branch == 1
+    assert s.branches[1].fork == 0 and s.branches[1].nodes == [2, 3]
+    assert nodes[3].branch == 1 and nodes[3].parent == 2
+    assert nodes[4].branch == 0 and nodes[4].parent == 1  # under the leaf of branch 0
     assert s.path(4) == [0, 1, 4]
-    assert [d["branch"] for d in s.decisions][2:] == ["create_branch", "continue", "switch_branch"]
+    assert [d.branch for d in s.decisions][2:] == ["create_branch", "continue", "switch_branch"]
 
 
 def test_filter_skips_the_branch_decision_on_the_current_node(hashing_embedder):
@@ -101,7 +102,7 @@ def test_filter_skips_the_branch_decision_on_the_current_node(hashing_embedder):
     s = make(decider, hashing_embedder, theta_fork=1.0)  # nothing is similar enough
     feed(s, ROME)
     assert not [c for c in decider.calls if c[0] == "branch"]
-    assert s.decisions[1]["branch_source"] == "filter"
+    assert s.decisions[1].branch_source == "filter"
 
 
 def test_select_plans_without_changing_the_forest_and_add_reuses_the_plan(hashing_embedder):
@@ -114,7 +115,7 @@ def test_select_plans_without_changing_the_forest_and_add_reuses_the_plan(hashin
     assert json.dumps(s.to_state()) == before
     s.add(turn(2, "pandas merge"))
     assert decider.calls.count(("topic", "pandas merge")) == 1
-    assert s.nodes[2]["tree"] == 1
+    assert s.nodes[2].tree == 1
 
 
 # -- context layout ------------------------------------------------------------------------------
@@ -235,7 +236,7 @@ def test_embedded_decider_follows_topics_with_word_overlap(hashing_embedder):
             "back to the sourdough bread: sourdough oven temperature",
         ],
     )
-    assert [n["tree"] for n in s.nodes] == [0, 0, 1, 1, 0]
+    assert [n.tree for n in s.nodes] == [0, 0, 1, 1, 0]
     assert s.llm_calls == 0
 
 
@@ -243,7 +244,7 @@ def test_llm_decider_garbage_falls_back_and_is_counted(hashing_embedder, caplog)
     s = make(LLMDecider(lambda prompt: "I think you should continue."), hashing_embedder)
     with caplog.at_level(logging.WARNING):
         feed(s, ROME)
-    assert s.llm_calls >= 2 and {d["topic_source"] for d in s.decisions[1:]} == {"fallback"}
+    assert s.llm_calls >= 2 and {d.topic_source for d in s.decisions[1:]} == {"fallback"}
     assert "unusable topic decision" in caplog.text
 
 
@@ -255,7 +256,7 @@ def test_failing_summarizer_keeps_the_node(hashing_embedder, caplog):
     s = make(None, hashing_embedder, summarizer=Broken())
     with caplog.at_level(logging.WARNING):
         s.add(turn(0, "Plan a trip to Rome in May."))
-    assert s.nodes[0]["summary"] == "Plan a trip to Rome in May."
+    assert s.nodes[0].summary == "Plan a trip to Rome in May."
 
 
 def test_brief_summarizer():
@@ -285,6 +286,121 @@ def test_bad_parameters(bad, hashing_embedder):
         make(embedder=hashing_embedder, **bad)
 
 
+def test_config_declares_every_parameter_once(hashing_embedder):
+    from ctxmgmt.strategies.discourse_tree import DiscourseTreeConfig
+
+    assert [p.name for p in DiscourseTreeConfig.params()] == [
+        "theta_fork",
+        "candidates",
+        "summary_items",
+        "recent_turns",
+        "summary_words",
+    ]
+    assert DiscourseTreeConfig().to_dict() == {
+        "theta_fork": 0.35,
+        "candidates": 3,
+        "summary_items": 8,
+        "recent_turns": 0,
+        "summary_words": 8,
+    }
+    assert DiscourseTreeConfig.paper() == DiscourseTreeConfig()
+    assert DiscourseTreeStrategy.config_class is DiscourseTreeConfig
+    assert DiscourseTreeStrategy.components == ("embedder", "decider", "summarizer")
+    config = DiscourseTreeConfig(theta_fork=0.5, summary_words=4)
+    s = DiscourseTreeStrategy(config, embedder=hashing_embedder, candidates=2)
+    assert s.config == DiscourseTreeConfig(theta_fork=0.5, summary_words=4, candidates=2)
+    assert (s.theta_fork, s.candidates, s.summary_words) == (0.5, 2, 4)
+    assert s.summarizer.max_words == 4  # the default summariser reads summary_words
+    assert isinstance(DiscourseTreeStrategy(embedder=hashing_embedder, theta_fork=1).theta_fork, float)
+    with pytest.raises(ConfigurationError):
+        DiscourseTreeStrategy(embedder=hashing_embedder, tau=0.5)  # another strategy's parameter
+
+
+def test_llm_calls_count_the_decider_and_the_summarizer(hashing_embedder):
+    prompts: list[str] = []
+
+    def summarize(prompt):
+        prompts.append(prompt)
+        return "- a summary"
+
+    decider = LLMDecider(lambda prompt: '{"action": "continue"}')
+    s = make(decider, hashing_embedder, summarizer=summarize)
+    feed(s, ROME)
+    assert len(prompts) == 3 and decider.calls >= 2
+    assert s.llm_calls == decider.calls + 3
+    assert s.select("and the Vatican?").details["llm_calls"] == s.llm_calls
+    assert make(None, hashing_embedder).llm_calls == 0
+
+
+def test_forest_records_are_dataclasses_and_the_state_is_plain_json(hashing_embedder):
+    from ctxmgmt.strategies.discourse_tree import Branch, Node, Placement, Plan, TopicTree
+
+    s = forest(hashing_embedder)
+    assert all(isinstance(n, Node) for n in s.nodes)
+    assert all(isinstance(t, TopicTree) for t in s.trees)
+    assert all(isinstance(b, Branch) for b in s.branches)
+    assert all(isinstance(d, Placement) for d in s.decisions)
+    assert s.nodes[5] == Node(
+        id=5, tree=0, branch=1, parent=2, summary=s.nodes[5].summary, query="Rome museums"
+    )
+    s.trees[0].nodes.append(99)  # copies: the forest is not changed through them
+    s.branches[0].nodes.append(99)
+    assert 99 not in s.trees[0].nodes and 99 not in s.branches[0].nodes
+    state = s.to_state()
+    assert json.loads(json.dumps(state)) == state  # plain JSON: no dataclass, no tuple
+    assert state["nodes"][5] == {
+        "id": 5,
+        "tree": 0,
+        "branch": 1,
+        "parent": 2,
+        "summary": s.nodes[5].summary,
+        "query": "Rome museums",
+    }
+    assert state["trees"][1] == {"id": 1, "nodes": [3, 4], "current": 4}
+    assert state["branches"][1] == {"id": 1, "tree": 0, "fork": 0, "nodes": [2, 5]}
+    assert state["decisions"][2]["branch"] == "create_branch"
+    assert set(state["decisions"][0]) == {
+        "node",
+        "topic",
+        "topic_reason",
+        "topic_source",
+        "branch",
+        "branch_reason",
+        "branch_source",
+        "fork",
+        "tree",
+        "branch_id",
+        "parent",
+    }
+    plan = s._plan("and the Louvre?")
+    assert isinstance(plan, Plan) and (plan.tree, plan.parent, plan.branch) == (0, 5, 1)
+    details = s.select("and the Louvre?").details
+    assert details["plan"] == {k: v for k, v in plan.to_dict().items() if k != "scores"}
+    assert details["topic_scores"] == plan.to_dict()["scores"] == {str(k): v for k, v in plan.scores.items()}
+    assert [sec["kind"] for sec in details["sections"]] == ["topic", "branch"]
+    assert "after" in details["sections"][1] and "after" not in details["sections"][0]
+    json.dumps(details)
+
+
+def test_the_renderings_take_records_or_their_plain_dicts(hashing_embedder):
+    from ctxmgmt.forest_render import forest_html, forest_text
+
+    s = forest(hashing_embedder)
+    state = json.loads(json.dumps(s.to_state()))
+    path = s.path(s.current_node)
+    text = forest_text(state["nodes"], state["trees"], active_tree=s.active_tree, active_path=path)
+    assert text == s.render() == forest_text(s.nodes, s.trees, active_tree=s.active_tree, active_path=path)
+    assert forest_text([], [], active_tree=None, active_path=[]) == "(empty forest)"
+    page = forest_html(
+        state["nodes"], state["trees"], branches=3, active_tree=s.active_tree, active_path=path
+    )
+    assert page == s.render_html()
+    plan = s._plan("and the Louvre?")
+    as_dict = s.select("and the Louvre?").details["plan"]
+    assert s.render(plan) == s.render(as_dict) and s.render_html(plan=plan) == s.render_html(plan=as_dict)
+    assert "Query: and the Louvre?" in s.render_html(plan=plan)
+
+
 # -- pictures: HTML page and PNG ------------------------------------------------------------------
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -311,7 +427,7 @@ def test_render_html_shows_every_turn_and_marks_the_active_path(hashing_embedder
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     assert "http://" not in page and "https://" not in page  # self-contained
     nodes = html_nodes(page)
-    assert sorted(nodes) == [n["id"] for n in s.nodes]
+    assert sorted(nodes) == [n.id for n in s.nodes]
     assert {i for i, cls in nodes.items() if "on-path" in cls} == set(s.path(s.current_node)) == {0, 2, 5}
     assert {i for i, cls in nodes.items() if "anchor" in cls} == {5}
     assert "2 topics" in page and "6 turns" in page and "active topic" in page
@@ -338,7 +454,7 @@ def test_render_html_of_an_empty_forest(hashing_embedder):
 
 
 def test_forest_layout_is_a_tidy_tree_without_overlaps():
-    from ctxmgmt.plot import _forest_layout
+    from ctxmgmt.forest_render import _forest_layout
 
     nodes = [
         {"id": 0, "parent": None},
@@ -367,7 +483,7 @@ def test_forest_layout_is_a_tidy_tree_without_overlaps():
 def test_forest_layout_handles_a_large_random_forest_and_a_long_chain():
     import random
 
-    from ctxmgmt.plot import _forest_layout
+    from ctxmgmt.forest_render import _forest_layout
 
     rng = random.Random(7)
     nodes = [{"id": 0, "parent": None}]
@@ -395,7 +511,7 @@ def test_plot_writes_a_png_of_the_forest(hashing_embedder, tmp_path):
 
 def test_plot_of_a_large_forest_and_of_an_empty_one(hashing_embedder, tmp_path):
     pytest.importorskip("matplotlib")
-    from ctxmgmt.plot import plot_forest
+    from ctxmgmt.forest_render import plot_forest
 
     nodes = [
         {
@@ -424,9 +540,9 @@ def test_topic_views_carry_the_recent_window_and_the_last_query(hashing_embedder
     q = embed_query(hashing_embedder, "cat Miso")[0]
     (view,) = [v for v in s._topic_views(q) if v.active]
     tree = s.trees[view.id]
-    assert view.last_query == s.nodes[tree["current"]]["query"] == "cat toys"
-    window = np.sum([s._query_vectors[i] for i in tree["nodes"][-3:]], axis=0)  # user messages only
+    assert view.last_query == s.nodes[tree.current].query == "cat toys"
+    window = np.sum([s._query_vectors[i] for i in tree.nodes[-3:]], axis=0)  # user messages only
     assert view.window == pytest.approx(float(window @ q / np.linalg.norm(window)))
-    whole_turns = max(float(s._vectors[i] @ q) for i in tree["nodes"])  # replies included
+    whole_turns = max(float(s._vectors[i] @ q) for i in tree.nodes)  # replies included
     assert view.content == pytest.approx(whole_turns)
     assert view.score == max(view.similarity, view.recent, view.best, view.content)

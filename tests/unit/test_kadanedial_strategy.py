@@ -635,3 +635,75 @@ def test_embed_queries_uses_the_query_path_when_there_is_one() -> None:
     out = embed_queries(embedder, ["a", "b"])
     assert seen == ["a", "b"]
     np.testing.assert_allclose(out, [[0.0, 1.0], [0.0, 1.0]])
+
+
+# -- one config, one relevance function, one embedding cache -----------------------------------
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("tau", math.nan),
+        ("tau", "0.5"),
+        ("theta", math.inf),
+        ("keep_last", -1),
+        ("keep_last", 1.5),
+        ("lexical_weight", -0.1),
+        ("sharpness", 0),
+        ("neighbour_weight", -0.1),
+        ("common_share", 0),
+        ("common_share", 1.5),
+        ("common_share", True),
+    ],
+)
+def test_each_bad_parameter_is_named(hashing_embedder, name, bad) -> None:
+    from ctxmgmt.strategies.kadanedial import KadaneDialConfig
+
+    with pytest.raises(ConfigurationError, match=name):
+        KadaneDialStrategy(embedder=hashing_embedder, **{name: bad})
+    with pytest.raises(ConfigurationError, match=name):
+        KadaneDialConfig(**{name: bad})
+
+
+def test_state_carries_the_config(hashing_embedder) -> None:
+    state = json.loads(json.dumps(make(hashing_embedder, keep_last=2).to_state()))
+    assert state["config"]["keep_last"] == 2 and state["config"]["common_share"] == 0.5
+    assert state["llm_calls"] == 0
+
+
+def test_load_state_fills_the_embedding_cache(hashing_embedder) -> None:
+    from tests.conftest import HashingEmbedder
+
+    state = make(hashing_embedder).to_state()
+    fresh = HashingEmbedder()
+    restored = KadaneDialStrategy(embedder=fresh)
+    restored.load_state(state)
+    restored.add(turns()[3])  # seen in the state: not embedded again
+    assert fresh.calls == [] and len(restored) == N + 1
+    np.testing.assert_array_equal(restored.matrix[N], restored.matrix[3])
+
+
+def test_the_embedding_cache_is_bounded(hashing_embedder) -> None:
+    from ctxmgmt.components.embedder import EmbeddingCache
+
+    assert isinstance(make(hashing_embedder)._embeddings, EmbeddingCache)
+    small = KadaneDialStrategy(embedder=hashing_embedder)
+    small._embeddings.size = 4
+    small.add_many(turns())  # every turn still gets its vector, in one batch
+    assert hashing_embedder.calls == [N, N] and small.matrix.shape == (N, hashing_embedder.dim)
+    assert len(small._embeddings) == 4
+    np.testing.assert_array_equal(small.matrix, make(hashing_embedder).matrix)
+
+
+def test_relevance_is_the_shared_fused_relevance(hashing_embedder) -> None:
+    from ctxmgmt.relevance import fused_relevance
+    from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
+
+    strategy = make(hashing_embedder, common_share=None)
+    query = "spaghetti pasta sauce and the car engine"
+    expected = fused_relevance(
+        strategy.matrix, strategy.query_vector(query), strategy._lexical, query, lexical_weight=LEXICAL_WEIGHT
+    )
+    np.testing.assert_array_equal(strategy.relevance(query), expected)
+    # TopicThread ranks its turns with the same function (in float64)
+    threads = TopicThreadStrategy(embedder=hashing_embedder, lexical_weight=LEXICAL_WEIGHT)
+    threads.add_many(turns())
+    np.testing.assert_allclose(threads.turn_relevance(query), strategy.relevance(query), atol=1e-6)

@@ -167,3 +167,30 @@ def test_a_failing_custom_summarizer_never_loses_a_window(caplog):
         "user: Alice moved to Oslo in 2001.",
     ]
     assert s.windows[0]["fallback"] and "boom" in caplog.text
+
+
+def test_the_prompt_template_is_a_parameter():
+    template = (
+        "Note the facts of this chat as bullet points, at most {max_items}:\n{conversation}\nKnown: {memory}"
+    )
+    seen: list[str] = []
+    summarizer = LLMSummarizer(
+        lambda p: seen.append(p) or "Note the facts of this chat as bullet points, at most 3:\n- Ann is 30.",
+        prompt=template,
+        max_items=3,
+    )
+    assert summarizer.template == template
+    assert summarizer.summarize(["Bob met Ann."], WINDOW) == ["Ann is 30."]  # echoed instruction dropped
+    assert seen == [template.format(max_items=3, conversation=WINDOW, memory="- Bob met Ann.")]
+    assert LLMSummarizer(lambda p: "- x").template == PROMPT
+    assert summarizer.prompt([], "user: </conversation>") == build_prompt(
+        [], "user: </conversation>", max_items=3, template=template
+    )
+
+
+@pytest.mark.parametrize(
+    "bad", [None, 42, "no conversation field", "{conversation} and {unknown}", "{conversation} {"]
+)
+def test_a_bad_prompt_template_is_named(bad):
+    with pytest.raises(ConfigurationError, match="prompt"):
+        LLMSummarizer(lambda p: "- x", prompt=bad)

@@ -344,3 +344,103 @@ def test_explain_maps_windows_to_items():
     context = s.select("Alice")
     assert "window 1 (session 0, turns 4-9)" in context.explain()
     assert [w["turns"] for w in context.details["windows"]] == [[0, 5], [4, 9]]
+
+
+# -- parameters are declared once, in SWinConfig ------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("window", 0),
+        ("window", 2.5),
+        ("window", True),
+        ("overlap", -1),
+        ("overlap", "2"),
+        ("gamma", 0),
+        ("gamma", None),
+        ("recent_turns", -1),
+        ("half_life", 0),
+        ("half_life", float("inf")),
+        ("recency_weight", -0.1),
+        ("recency_weight", 1.5),
+        ("dedup_threshold", 0),
+        ("dedup_threshold", 1.01),
+        ("background", "yes"),
+        ("background", 1),
+    ],
+)
+def test_each_bad_parameter_is_named(name, bad):
+    from ctxmgmt.strategies.swin import SWinConfig
+
+    with pytest.raises(ConfigurationError, match=name):
+        SWinStrategy(token_counter=words, **{name: bad})
+    with pytest.raises(ConfigurationError, match=name):
+        SWinConfig(**{name: bad})
+
+
+def test_overlap_must_be_smaller_than_window():
+    from ctxmgmt.strategies.swin import SWinConfig
+
+    with pytest.raises(ConfigurationError, match=r"overlap must be smaller than window \(6\), got 6"):
+        SWinConfig(overlap=6)
+    with pytest.raises(ConfigurationError, match="overlap"):
+        SWinStrategy(token_counter=words, window=3, overlap=3)
+    assert SWinConfig(window=3, overlap=2).overlap == 2
+
+
+def test_every_parameter_is_declared_with_its_default_and_a_doc():
+    from ctxmgmt.strategies.swin import DEDUP_THRESHOLD, HALF_LIFE, RECENCY_WEIGHT, RECENT_TURNS, SWinConfig
+
+    specs = {p.name: p for p in SWinConfig.params()}
+    assert {n: p.default for n, p in specs.items()} == {
+        "window": WINDOW,
+        "overlap": OVERLAP,
+        "gamma": GAMMA,
+        "recent_turns": RECENT_TURNS,
+        "half_life": HALF_LIFE,
+        "recency_weight": RECENCY_WEIGHT,
+        "dedup_threshold": DEDUP_THRESHOLD,
+        "background": False,
+    }
+    assert specs["background"].kind is bool
+    assert all(p.doc and not p.budget for p in specs.values())
+    assert SWinStrategy.config_class is SWinConfig and SWinStrategy.components == ("summarizer",)
+
+
+def test_config_object_keywords_and_paper():
+    from ctxmgmt.strategies.swin import SWinConfig
+
+    config = SWinConfig(window=4, overlap=1)
+    s = SWinStrategy(config, token_counter=words, gamma=10)
+    assert (s.window, s.overlap, s.stride, s.gamma) == (4, 1, 3, 10)
+    assert s.config == SWinConfig(window=4, overlap=1, gamma=10) and config.gamma == GAMMA
+    assert isinstance(s.half_life, float) and s.config.to_dict()["half_life"] == 4.0
+    assert SWinConfig.paper() == SWinConfig()  # SWin's defaults are the paper's
+    assert SWinStrategy.from_paper(token_counter=words).config == SWinConfig()
+    with pytest.raises(ConfigurationError, match="unexpected"):
+        SWinStrategy(token_counter=words, windows=4)
+
+
+def test_state_carries_the_config_and_the_llm_calls():
+    from ctxmgmt.components.summarizer import LLMSummarizer
+
+    s = SWinStrategy(
+        summarizer=LLMSummarizer(lambda p: "- A fact."), token_counter=words, window=4, overlap=1
+    )
+    s.add_many([turn(i) for i in range(11)])
+    state = json.loads(json.dumps(s.to_state()))
+    assert state["config"] == s.config.to_dict() and state["llm_calls"] == s.llm_calls == 3
+    restored = SWinStrategy(summarizer=LLMSummarizer(lambda p: "- Another fact."), token_counter=words)
+    restored.load_state(state)
+    assert restored.llm_calls == 3 and [i.text for i in restored.items] == [i.text for i in s.items]
+    assert [t.fingerprint for t in restored.turns] == [t.fingerprint for t in s.turns]
+    assert restored.total_tokens == s.total_tokens
+
+
+def test_background_state_waits_for_pending_windows():
+    from ctxmgmt.components.summarizer import LLMSummarizer
+
+    s = SWinStrategy(summarizer=LLMSummarizer(lambda p: "- A fact."), token_counter=words, background=True)
+    s.add_many([turn(i) for i in range(14)])
+    state = s.to_state()  # flushes first
+    assert state["llm_calls"] == 3 and len(state["windows"]) == 3
+    s.close()

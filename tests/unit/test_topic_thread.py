@@ -315,3 +315,116 @@ def test_reset_and_empty():
 def test_bad_parameters(bad):
     with pytest.raises(ConfigurationError):
         make(**bad)
+
+
+# -- parameters are declared once, in TopicThreadConfig -----------------------------------------
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [
+        ("tau", 1.5),
+        ("tau", -1.01),
+        ("tau", float("nan")),
+        ("tau", "0.3"),
+        ("alpha", -0.1),
+        ("alpha", float("inf")),
+        ("max_slot_turns", 1),
+        ("max_slot_turns", 4.0),
+        ("max_slots", 1),
+        ("state_items", 0),
+        ("top_k", 0),
+        ("top_k", True),
+        ("verbatim_turns", -1),
+        ("keep_last", -1),
+        ("keep_last", None),
+        ("summary_share", -0.1),
+        ("summary_share", 1.1),
+        ("lexical_weight", -0.3),
+        ("centre", "yes"),
+        ("centre", 0),
+        ("fill", 1),
+    ],
+)
+def test_each_bad_parameter_is_named(name, bad):
+    from ctxmgmt.strategies.topic_thread import TopicThreadConfig
+
+    with pytest.raises(ConfigurationError, match=name):
+        make(**{name: bad})
+    with pytest.raises(ConfigurationError, match=name):
+        TopicThreadConfig(**{name: bad})
+
+
+def test_every_parameter_is_declared_with_its_default_and_a_doc():
+    from ctxmgmt.strategies import topic_thread as tt
+
+    specs = {p.name: p for p in tt.TopicThreadConfig.params()}
+    assert {n: p.default for n, p in specs.items()} == {
+        "tau": tt.TAU,
+        "alpha": tt.ALPHA,
+        "max_slot_turns": tt.MAX_SLOT_TURNS,
+        "max_slots": tt.MAX_SLOTS,
+        "state_items": tt.STATE_ITEMS,
+        "top_k": tt.TOP_K,
+        "verbatim_turns": tt.VERBATIM_TURNS,
+        "keep_last": tt.KEEP_LAST,
+        "summary_share": tt.SUMMARY_SHARE,
+        "lexical_weight": tt.LEXICAL_WEIGHT,
+        "centre": True,
+        "fill": True,
+    }
+    assert all(p.doc for p in specs.values())
+    assert TopicThreadStrategy.components == ("embedder", "summarizer")
+
+
+def test_config_object_keywords_and_paper():
+    from ctxmgmt.strategies.topic_thread import TopicThreadConfig
+
+    s = TopicThreadStrategy(TopicThreadConfig(tau=0.5), embedder=KeywordEmbedder(), alpha=0)
+    assert (s.tau, s.alpha, s.centre, s.fill) == (0.5, 0.0, True, True)
+    assert isinstance(s.alpha, float)
+    paper = TopicThreadConfig.paper()
+    assert (paper.centre, paper.fill) == (False, False)
+    assert {k: v for k, v in paper.to_dict().items() if k not in ("centre", "fill")} == {
+        k: v for k, v in TopicThreadConfig().to_dict().items() if k not in ("centre", "fill")
+    }
+    p = TopicThreadStrategy.from_paper(embedder=KeywordEmbedder(), token_counter=words, tau=0.5)
+    assert (p.centre, p.fill, p.tau) == (False, False, 0.5)
+    add(p, "cat one", "car two", "cat three")
+    assert len(p.slots) == 2
+
+
+def test_state_keeps_the_config_and_the_llm_calls():
+    s = make(tau=0.5, summarizer=lambda prompt: "- The user has a cat.")
+    add(s, "cat one", "cat two", "car three")
+    state = json.loads(json.dumps(s.to_state()))
+    assert state["config"] == s.config.to_dict() and state["llm_calls"] == 3
+    restored = make(tau=0.5, summarizer=lambda prompt: "- Something else.")
+    restored.load_state(state)
+    assert restored.llm_calls == 3
+    assert [x.to_dict() for x in restored.slots] == [x.to_dict() for x in s.slots]
+
+
+def test_embeddings_are_cached_by_content_and_kept_by_reset():
+    embedder = KeywordEmbedder()
+    s = make(embedder=embedder)
+    add(s, "cat one", "car two")
+    add(s, "cat one")  # the same turn again: no new embedding
+    assert embedder.calls == 2
+    s.reset()
+    add(s, "cat one", "car two", "tax three")
+    assert embedder.calls == 3  # only the new turn
+
+
+def test_turn_relevance_is_the_shared_fused_relevance():
+    from ctxmgmt.components.embedder import embed_query
+    from ctxmgmt.relevance import fused_relevance
+
+    s = make(lexical_weight=0.5)
+    add(s, "My cat sleeps.", "My car is red.", "The cat and the vet.")
+    q = "cat vet"
+    matrix = np.vstack(s.to_state()["embeddings"]).astype(np.float64)
+    query = embed_query(s.embedder, q)[0].astype(np.float64)
+    expected = fused_relevance(matrix, query, s._lexical, q, lexical_weight=0.5)
+    np.testing.assert_array_equal(s.turn_relevance(q), expected)
+    plain = make(lexical_weight=0)
+    add(plain, "My cat sleeps.", "My car is red.", "The cat and the vet.")
+    np.testing.assert_allclose(plain.turn_relevance(q), matrix @ query)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context
+from ctxmgmt.context import Block, Context, runs
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
@@ -47,23 +47,7 @@ class Baseline:
 
 def turn_blocks(strategy: Strategy, indices: Sequence[int], reason: str) -> list[Block]:
     """Verbatim ``turns`` blocks for ascending turn indices, one block per contiguous run."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    turns = strategy.turns
-    return [
-        Block(
-            kind="turns",
-            turns=tuple(run),
-            messages=tuple(m for i in run for m in turns[i].messages),
-            tokens=strategy.tokens_of(run),
-            reason=reason,
-        )
-        for run in runs
-    ]
+    return [strategy.turns_block(run, reason) for run in runs(indices)]
 
 
 class LastKStrategy(Strategy):

@@ -111,7 +111,7 @@ def _evidence_ids(evidence: list[str]) -> list[str]:
 def load_mtbenchplus(path: str | Path) -> list[Dialogue]:
     """Load an MT-Bench+-format file: the ``-Q`` probe becomes the question."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    dialogues = []
+    dialogues: list[Dialogue] = []
     for item in raw:
         messages: list[Message] = []
         prefixes: list[str] = []

@@ -229,7 +229,9 @@ def counting_llama_llm(summary: str = FAKE_SUMMARY) -> Any:
                 self.calls += 1
                 return CompletionResponse(text=self.reply)
 
-            def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Iterator[Any]:
+            def stream_complete(  # type: ignore[override]
+                self, prompt: str, formatted: bool = False, **kwargs: Any
+            ) -> Iterator[Any]:
                 yield self.complete(prompt, formatted=formatted, **kwargs)
 
         _COUNTING_LLM = CountingLLM
@@ -442,7 +444,7 @@ class LangChainSummarizationStrategy(Strategy):
             keep=("tokens", max(1, self.trigger_tokens // 2)),
             token_counter=lc_token_counter(self.token_counter),
         )
-        self._state: list[Any] = []
+        self._agent_state: list[Any] = []
 
     @property
     def llm_calls(self) -> int:
@@ -460,17 +462,17 @@ class LangChainSummarizationStrategy(Strategy):
     def _on_add(self, turns: list[Turn]) -> None:
         for turn in turns:
             for pos, m in enumerate(turn.messages):
-                self._state.append(_lc_message(m, turn.index, pos))
+                self._agent_state.append(_lc_message(m, turn.index, pos))
                 if pos == 0:
-                    self._state = self._before_model(self._state)
+                    self._agent_state = self._before_model(self._agent_state)
 
     def _on_reset(self) -> None:
-        self._state = []
+        self._agent_state = []
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """The messages the model would get for ``query`` (the question itself left out)."""
         from langchain_core.messages import HumanMessage
 
         question = HumanMessage(content=query, id="ctxmgmt-question")
-        out = [m for m in self._before_model([*self._state, question]) if m.id != "ctxmgmt-question"]
+        out = [m for m in self._before_model([*self._agent_state, question]) if m.id != "ctxmgmt-question"]
         return _build_context(self, query, _lc_items(out), "newest messages kept by the middleware")

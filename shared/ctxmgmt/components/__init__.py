@@ -22,6 +22,7 @@ from ctxmgmt.components.entities import (
     as_entity_extractor,
 )
 from ctxmgmt.components.summarizer import (
+    BriefSummarizer,
     ExtractiveSummarizer,
     LLMSummarizer,
     Summarizer,
@@ -36,6 +37,7 @@ from ctxmgmt.components.tokens import (
 )
 
 __all__ = [
+    "BriefSummarizer",
     "CallableEmbedder",
     "CallableEntityExtractor",
     "CallableTokenCounter",

@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -298,3 +299,79 @@ def as_embedder(obj: Any) -> Embedder:
         "embedder must be an Embedder, a LangChain Embeddings, a LlamaIndex BaseEmbedding "
         f"or a callable; got {type(obj).__name__}"
     )
+
+
+EMBEDDING_CACHE_SIZE = 4096
+"""Texts whose vectors one :class:`EmbeddingCache` keeps (about 6 MB of 384-d float32)."""
+
+
+class EmbeddingCache:
+    """Bounded, content-keyed cache of embeddings (least recently used out first).
+
+    Keys are texts' fingerprints (e.g. ``Turn.fingerprint``) or the texts themselves; every
+    strategy embeds through one of these, so a text is embedded once while it is in use and
+    memory stays bounded however long the conversation. It survives a strategy's ``reset``, so a
+    rebuild after an edited history re-embeds only the turns whose text changed.
+
+    Args:
+        embedder: The Embedder that computes missing vectors.
+        size: Most vectors kept; 4096.
+    """
+
+    def __init__(self, embedder: Embedder, *, size: int = EMBEDDING_CACHE_SIZE) -> None:
+        self.embedder = embedder
+        self.size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._vectors
+
+    def put(self, key: str, vector: np.ndarray) -> None:
+        """Store ``vector`` (float32) under ``key``."""
+        self._vectors[key] = np.asarray(vector, dtype=np.float32)
+        self._vectors.move_to_end(key)
+        while len(self._vectors) > self.size:
+            self._vectors.popitem(last=False)
+
+    def get(self, key: str) -> np.ndarray | None:
+        """The cached vector of ``key`` (None if absent)."""
+        vector = self._vectors.get(key)
+        if vector is not None:
+            self._vectors.move_to_end(key)
+        return vector
+
+    def embed(self, texts: Sequence[str], keys: Sequence[str] | None = None) -> list[np.ndarray]:
+        """Vectors of ``texts`` (documents), embedding only the keys not cached, in one batch."""
+        keys = list(texts) if keys is None else list(keys)
+        missing = list({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            vectors = self.embedder.embed([texts[i] for i in missing])
+            for i, vector in zip(missing, vectors, strict=True):
+                fresh[keys[i]] = np.asarray(vector, dtype=np.float32)
+                self.put(keys[i], vector)
+        return [fresh[k] if k in fresh else self._lookup(k) for k in keys]
+
+    def embed_queries(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Query vectors of ``queries`` (the embedder's query path), cached by text."""
+        keys = [f"q:{q}" for q in queries]
+        missing = list({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            vectors = embed_queries(self.embedder, [queries[i] for i in missing])
+            for i, vector in zip(missing, vectors, strict=True):
+                fresh[keys[i]] = np.asarray(vector, dtype=np.float32)
+                self.put(keys[i], vector)
+        return [fresh[k] if k in fresh else self._lookup(k) for k in keys]
+
+    def _lookup(self, key: str) -> np.ndarray:
+        vector = self.get(key)
+        assert vector is not None
+        return vector
+
+    def clear(self) -> None:
+        """Drop every vector."""
+        self._vectors.clear()

@@ -2,7 +2,8 @@
 
 A summarizer turns one window of conversation text into a few short memory items, given
 the memory built so far (so it can skip what is already known). Memories that summarise
-(``SWinStrategy`` and later ones) share this component.
+(``SWinStrategy`` and later ones) share this component. :class:`BriefSummarizer` is the
+discourse tree's offline node summariser (one telegraphic sentence per turn).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.lexical import tokenize
+from ctxmgmt.lexical import STOPWORDS, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -204,11 +205,37 @@ def _shape(line: str) -> str:
     return re.sub(r"\d+", "#", line.strip())
 
 
-_PROMPT_LINES = frozenset(
-    _shape(line.replace("{max_items}", "0"))
-    for line in PROMPT.splitlines()
-    if line.strip() and "{memory}" not in line and "{conversation}" not in line
-)
+def prompt_lines(template: str) -> frozenset[str]:
+    """The instruction lines of a prompt ``template``, shaped as :func:`parse_items` compares them."""
+    return frozenset(
+        _shape(line.replace("{max_items}", "0"))
+        for line in template.splitlines()
+        if line.strip() and "{memory}" not in line and "{conversation}" not in line
+    )
+
+
+_PROMPT_LINES = prompt_lines(PROMPT)
+
+
+def check_prompt(template: Any, *, name: str = "prompt") -> str:
+    """Validate a memory prompt template: a str with a ``{conversation}`` field.
+
+    It may also use ``{memory}`` and ``{max_items}`` (``str.format`` fields; literal braces
+    are written ``{{`` and ``}}``).
+
+    Raises:
+        ConfigurationError: not a string, no ``{conversation}`` field, or another field.
+    """
+    if not isinstance(template, str) or "{conversation}" not in template:
+        raise ConfigurationError(f"{name} must be a str with a {{conversation}} field, got {template!r:.80}")
+    try:
+        template.format(max_items=1, memory="", conversation="")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{name} may only use the fields {{max_items}}, {{memory}} and {{conversation}} "
+            f"(write literal braces as {{{{ }}}}): {exc!r}"
+        ) from exc
+    return template
 
 
 def _defuse(text: str) -> str:
@@ -216,25 +243,31 @@ def _defuse(text: str) -> str:
     return re.sub(r"<(/?)\s*(memory|conversation)\s*>", r"<\1 \2>", text, flags=re.IGNORECASE)
 
 
-def build_prompt(previous: Sequence[str], window_text: str, *, max_items: int = 8) -> str:
-    """The memory prompt for one window: instructions, the current memory, the window."""
+def build_prompt(
+    previous: Sequence[str], window_text: str, *, max_items: int = 8, template: str = PROMPT
+) -> str:
+    """The memory prompt for one window: instructions, the current memory, the window.
+
+    ``template`` (default :data:`PROMPT`) is filled with ``max_items``, ``memory`` and
+    ``conversation``.
+    """
     memory = "\n".join(f"- {p}" for p in previous) or "(empty)"
-    return PROMPT.format(max_items=max_items, memory=_defuse(memory), conversation=_defuse(window_text))
+    return template.format(max_items=max_items, memory=_defuse(memory), conversation=_defuse(window_text))
 
 
-def parse_items(answer: str) -> list[str]:
+def parse_items(answer: str, *, echo: frozenset[str] = _PROMPT_LINES) -> list[str]:
     """Memory items of an LLM answer: one per non-empty line, bullets and numbering removed.
 
     Lines that repeat the prompt's own instructions or tags (a model echoing its prompt)
-    are dropped.
+    are dropped; ``echo`` is :func:`prompt_lines` of the prompt used (default :data:`PROMPT`).
     """
     items: list[str] = []
     for line in answer.splitlines():
         stripped = line.strip()
-        if not stripped or _shape(stripped) in _PROMPT_LINES or re.fullmatch(r"</?\s*\w+\s*>", stripped):
+        if not stripped or _shape(stripped) in echo or re.fullmatch(r"</?\s*\w+\s*>", stripped):
             continue
         item = _BULLET.sub("", stripped).strip()
-        if item and _shape(item) not in _PROMPT_LINES and item != "(empty)":
+        if item and _shape(item) not in echo and item != "(empty)":
             items.append(item)
     return items
 
@@ -242,9 +275,10 @@ def parse_items(answer: str) -> list[str]:
 class LLMSummarizer:
     """Summarizer backed by any ``prompt -> text`` callable (an LLM).
 
-    The prompt (:data:`PROMPT`) asks for third-person, facts-preserving bullet points that
-    use only the excerpt; the window and the memory are wrapped in ``<conversation>`` /
-    ``<memory>`` tags that the model is told to treat as data. If the call raises, or its
+    The default prompt (:data:`PROMPT`) asks for third-person, facts-preserving bullet points
+    that use only the excerpt; the window and the memory are wrapped in ``<conversation>`` /
+    ``<memory>`` tags that the model is told to treat as data. ``prompt`` replaces it (same
+    ``str.format`` fields: ``{max_items}``, ``{memory}``, ``{conversation}``). If the call raises, or its
     answer holds no item, the ``fallback`` (default :class:`ExtractiveSummarizer`) summarises
     the window instead and a warning is logged: a window is never lost.
 
@@ -255,8 +289,11 @@ class LLMSummarizer:
         complete: ``prompt -> answer text``.
         fallback: Summarizer used when the LLM fails; default ``ExtractiveSummarizer()``.
         max_items: Most lines asked for per window; default 8. Longer answers are cut.
+        prompt: The prompt template; default :data:`PROMPT`. It must have a ``{conversation}``
+            field and may have ``{memory}`` and ``{max_items}``.
 
     Attributes:
+        template: The prompt template in use.
         calls: LLM calls made (failed ones included).
         failures: Calls that raised or answered nothing usable.
 
@@ -274,6 +311,7 @@ class LLMSummarizer:
         *,
         fallback: Summarizer | None = None,
         max_items: int = 8,
+        prompt: str = PROMPT,
     ) -> None:
         if not callable(complete):
             raise ConfigurationError(f"complete must be a prompt -> text callable, got {complete!r}")
@@ -282,19 +320,21 @@ class LLMSummarizer:
         self.complete = complete
         self.fallback: Summarizer = fallback if fallback is not None else ExtractiveSummarizer()
         self.max_items = max_items
+        self.template = check_prompt(prompt)
+        self._echo = prompt_lines(self.template)  # its instruction lines, to drop if echoed
         self.calls = 0
         self.failures = 0
 
     def prompt(self, previous: Sequence[str], window_text: str) -> str:
         """The prompt sent for one window."""
-        return build_prompt(previous, window_text, max_items=self.max_items)
+        return build_prompt(previous, window_text, max_items=self.max_items, template=self.template)
 
     def summarize(self, previous: Sequence[str], window_text: str) -> list[str]:
         """Items from the LLM; the fallback's items if the call fails or answers nothing."""
         self.calls += 1
         try:
             answer = self.complete(self.prompt(previous, window_text))
-            items = parse_items(answer if isinstance(answer, str) else str(answer or ""))
+            items = parse_items(answer if isinstance(answer, str) else str(answer or ""), echo=self._echo)
         except Exception as exc:  # any provider error: keep the window with the fallback
             self.failures += 1
             logger.warning(
@@ -331,3 +371,45 @@ def salience(text: str, reinforcements: int = 0) -> float:
     (a reinforcement) counts like one more.
     """
     return 1.0 - math.exp(-(specifics(text) + max(0, reinforcements)) / 3.0)
+
+
+class BriefSummarizer:
+    """Default node summariser: the turn's most informative sentence in telegraphic form (no LLM).
+
+    The sentence is the user's earliest among the three :class:`ExtractiveSummarizer` ranks
+    best (names, numbers, dates, centrality), else its first; stop words are then dropped (words with
+    digits kept) and the rest cut at ``max_words``. The user's sentences lose their
+    ``user:`` prefix; other speakers keep theirs. A topic summary joins many node summaries,
+    so each must cost a fraction of its turn.
+
+    Args:
+        max_words: Longest summary, in words; default 15.
+
+    Example:
+        >>> BriefSummarizer().summarize([], "user: Can you tell me the numerical value of x, y and z?")
+        ['tell numerical value x, y z?']
+    """
+
+    uses_llm = False
+
+    def __init__(self, *, max_words: int = 15) -> None:
+        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+            raise ConfigurationError(f"max_words must be an int >= 1, got {max_words!r}")
+        self.max_words = max_words
+        self._pick = ExtractiveSummarizer(max_sentences=3, max_words=200)
+
+    def summarize(self, previous: Sequence[str], window_text: str) -> list[str]:
+        """One telegraphic summary of ``window_text`` (``[]`` when no sentence has 3+ words)."""
+        ranked = self._pick.summarize([], window_text)
+        if not ranked:
+            return []
+        text = next((i for i in ranked if i.startswith("user: ")), ranked[0])
+        if text.startswith("user: "):
+            text = text[len("user: ") :]
+        words = [
+            w
+            for w in text.split()
+            if any(ch.isdigit() for ch in w) or w.lower().strip(".,;:!?\"'()[]") not in STOPWORDS
+        ] or text.split()
+        cut = words[: self.max_words]
+        return [" ".join(cut) + (" ..." if len(words) > self.max_words else "")]

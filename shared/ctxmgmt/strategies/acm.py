@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -13,9 +14,9 @@ from ctxmgmt.budget import message_tokens, turn_tokens
 from ctxmgmt.components.entities import EntityExtractor, as_entity_extractor
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
-from ctxmgmt.context import Block, Context
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.context import Context
 from ctxmgmt.lexical import STOPWORDS
+from ctxmgmt.params import StrategyConfig, param
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn
 
@@ -119,14 +120,53 @@ class EntityRecord:
         return f"- {self.text} ({'; '.join(parts)})"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ACMConfig(StrategyConfig):
+    """Parameters of :class:`ACMStrategy`; ``ACMConfig.paper()`` is ACM as published (no query recall)."""
+
+    token_budget: int = param(
+        DEFAULT_TOKEN_BUDGET,
+        "Budget of the tier cascade, in tokens (adapters feed their own budget into it); at least 16, "
+        "the smallest budget the tiers work with.",
+        ge=MIN_TOKEN_BUDGET,
+        budget=True,
+    )
+    unmodified_ratio: float = param(
+        UNMODIFIED_RATIO, "Share of the budget the verbatim tier (UNC) keeps; 0.75 per ACM 5.", gt=0, le=1
+    )
+    summary_limit: int = param(SUMMARY_LIMIT, "Most tokens of one summary; 120 per ACM 4.", ge=1)
+    summary_share: float = param(
+        SUMMARY_SHARE,
+        "Share of the non-verbatim band for the summarised tier (SMC), the rest is entities (EEC); "
+        "ACM leaves the split open.",
+        ge=0,
+        le=1,
+    )
+    recall_share: float = param(
+        RECALL_SHARE,
+        "Share of the non-verbatim band query recall may take before summaries and entities.",
+        ge=0,
+        le=1,
+    )
+    query_recall: bool = param(
+        True, "Bring back, verbatim, the entity-tier turns behind entities the query mentions (beyond ACM)."
+    )
+
+    @classmethod
+    def paper(cls) -> ACMConfig:
+        """ACM as published: the three tiers without query recall."""
+        return cls(query_recall=False)
+
+
 def check_min_budget(budget: Any, *, name: str = "token_budget") -> int:
-    """Validate an ACM budget: an int >= :data:`MIN_TOKEN_BUDGET` (16 tokens)."""
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_TOKEN_BUDGET:
-        raise ConfigurationError(
-            f"{name} must be an int >= {MIN_TOKEN_BUDGET} tokens (the smallest budget the ACM tiers "
-            f"work with), got {budget!r}"
-        )
-    return budget
+    """Validate an ACM budget: an int >= :data:`MIN_TOKEN_BUDGET` (16 tokens).
+
+    The same rule (and message) as ``ACMConfig.token_budget``, under the caller's ``name``.
+
+    Raises:
+        ConfigurationError: ``budget`` is not an int >= 16.
+    """
+    return dataclasses.replace(ACMConfig.param("token_budget"), name=name).validate(budget)
 
 
 def _words(text: str) -> list[str]:
@@ -202,41 +242,21 @@ class ACMStrategy(Strategy):
     """
 
     name = "acm"
+    llm_component = "summarizer"
+    config_class = ACMConfig
+    components = ("summarizer", "entity_extractor")
+    config: ACMConfig
 
     def __init__(
         self,
+        config: ACMConfig | None = None,
         *,
-        token_budget: int = DEFAULT_TOKEN_BUDGET,
-        unmodified_ratio: float = UNMODIFIED_RATIO,
-        summary_limit: int = SUMMARY_LIMIT,
-        summary_share: float = SUMMARY_SHARE,
-        recall_share: float = RECALL_SHARE,
-        query_recall: bool = True,
         summarizer: Summarizer | Any = None,
         entity_extractor: EntityExtractor | Any = None,
         token_counter: TokenCounter | Any = None,
+        **params: Any,
     ) -> None:
-        super().__init__(token_counter=token_counter)
-        self.token_budget = check_min_budget(token_budget)
-        for label, value, low_open in (
-            ("unmodified_ratio", unmodified_ratio, True),
-            ("summary_share", summary_share, False),
-            ("recall_share", recall_share, False),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ConfigurationError(f"{label} must be a number, got {value!r}")
-            if value > 1 or value < 0 or (low_open and value == 0):
-                bounds = "(0, 1]" if low_open else "[0, 1]"
-                raise ConfigurationError(f"{label} must be in {bounds}, got {value!r}")
-        if isinstance(summary_limit, bool) or not isinstance(summary_limit, int) or summary_limit < 1:
-            raise ConfigurationError(f"summary_limit must be an int >= 1, got {summary_limit!r}")
-        if not isinstance(query_recall, bool):
-            raise ConfigurationError(f"query_recall must be True or False, got {query_recall!r}")
-        self.unmodified_ratio = float(unmodified_ratio)
-        self.summary_limit = summary_limit
-        self.summary_share = float(summary_share)
-        self.recall_share = float(recall_share)
-        self.query_recall = query_recall
+        super().__init__(config, token_counter=token_counter, **params)
         self.summarizer = as_summarizer(summarizer)
         self.entity_extractor = as_entity_extractor(entity_extractor)
         self._fallback = ExtractiveSummarizer()
@@ -250,7 +270,7 @@ class ACMStrategy(Strategy):
         self._log: list[str] = []
         self.summarize_calls = 0
         self.extract_calls = 0
-        self.llm_calls = 0
+        self._llm_calls = 0  # reset() forgets the counts of the tiers it drops
 
     # -- limits -------------------------------------------------------------------------------
     @property
@@ -342,7 +362,7 @@ class ACMStrategy(Strategy):
         previous = [s.text for s in self._summaries]
         self.summarize_calls += 1
         if getattr(self.summarizer, "uses_llm", False):
-            self.llm_calls += 1
+            self._llm_calls += 1
         try:
             items = list(self.summarizer.summarize(previous, text))
         except Exception as exc:  # a custom summarizer failed: keep the turns with the extractive one
@@ -383,7 +403,7 @@ class ACMStrategy(Strategy):
         texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in indices]
         self.extract_calls += 1
         if getattr(self.entity_extractor, "uses_llm", False):
-            self.llm_calls += len(texts)
+            self._llm_calls += len(texts)
         try:
             found = self.entity_extractor.extract(texts)
         except Exception as exc:  # keep the cascade going; the turns stay in history
@@ -563,14 +583,12 @@ class ACMStrategy(Strategy):
         if entity_lines:
             order = {r.line(): (r.turns[0], r.text) for r in ranked}
             entity_lines.sort(key=lambda line: order[line])
-            text = "\n".join([ENTITY_HEADER, *entity_lines])
-            covered = tuple(sorted({t for r in ranked if r.line() in set(entity_lines) for t in r.turns}))
+            covered = sorted({t for r in ranked if r.line() in set(entity_lines) for t in r.turns})
             context.blocks.append(
-                Block(
-                    kind="entities",
+                self.text_block(
+                    "entities",
+                    "\n".join([ENTITY_HEADER, *entity_lines]),
                     turns=covered,
-                    text=text,
-                    tokens=message_tokens(self.token_counter, Message("system", text)),
                     reason=f"EEC: {len(entity_lines)} of {len(ranked)} entities of turns 0-{self._e_end - 1}",
                 )
             )
@@ -578,23 +596,21 @@ class ACMStrategy(Strategy):
             recalled.sort()
             names = sorted({r.text for r in mentioned.values()})
             context.blocks.append(
-                self._turns_block(recalled, f"recalled: the query mentions {', '.join(names)}")
+                self.turns_block(recalled, f"recalled: the query mentions {', '.join(names)}")
             )
         if summary_lines:
-            text = "\n".join([SUMMARY_HEADER, *summary_lines])
             context.blocks.append(
-                Block(
-                    kind="summary",
-                    turns=tuple(t for s in chosen_summaries for t in range(s.start, s.end + 1)),
-                    text=text,
-                    tokens=message_tokens(self.token_counter, Message("system", text)),
+                self.text_block(
+                    "summary",
+                    "\n".join([SUMMARY_HEADER, *summary_lines]),
+                    turns=[t for s in chosen_summaries for t in range(s.start, s.end + 1)],
                     reason=f"SMC: {len(chosen_summaries)} of {len(self._summaries)} summaries",
                 )
             )
         if verbatim:
             verbatim.sort()
             context.blocks.append(
-                self._turns_block(verbatim, f"UNC: newest turns verbatim (floor {floor} of {b} tokens)")
+                self.turns_block(verbatim, f"UNC: newest turns verbatim (floor {floor} of {b} tokens)")
             )
         # Belt and braces: block counts are exact, so this never trims; it guards the guarantee.
         while context.blocks and context.tokens > b:  # pragma: no cover
@@ -636,22 +652,10 @@ class ACMStrategy(Strategy):
         )
         return context
 
-    def _turns_block(self, indices: list[int], reason: str) -> Block:
-        return Block(
-            kind="turns",
-            turns=tuple(indices),
-            messages=tuple(m for i in indices for m in self._turns[i].messages),
-            tokens=self.tokens_of(indices),
-            reason=reason,
-        )
-
     # -- persistence --------------------------------------------------------------------------
-    def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable state: turns, tiers, entities and counters."""
+    def _state(self) -> dict[str, Any]:
+        """Tiers, entities and counters (the cascade budget is in ``config``)."""
         return {
-            "strategy": self.name,
-            "token_budget": self.token_budget,
-            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
             "u_start": self._u_start,
             "e_end": self._e_end,
             "summaries": [asdict(s) for s in self._summaries],
@@ -659,18 +663,13 @@ class ACMStrategy(Strategy):
             "log": list(self._log),
             "summarize_calls": self.summarize_calls,
             "extract_calls": self.extract_calls,
-            "llm_calls": self.llm_calls,
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`to_state` output without summarising or extracting again."""
-        if state.get("strategy") != self.name:
-            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
-        self.reset()
-        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
-        self._turns.extend(turns)
-        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
-        self.token_budget = check_min_budget(int(state.get("token_budget", self.token_budget)))
+    def _load(self, state: dict[str, Any]) -> None:
+        # The tiers were cut for the saved budget: it is restored with them (the one parameter
+        # the derived state depends on that a restoring memory may not know).
+        saved = state.get("config", {}).get("token_budget", state.get("token_budget", self.token_budget))
+        self.config = self.config_class.build(self.config, token_budget=int(saved))
         self._u_start = int(state["u_start"])
         self._e_end = int(state["e_end"])
         self._summaries = [SummaryItem(**d) for d in state["summaries"]]
@@ -678,7 +677,6 @@ class ACMStrategy(Strategy):
         self._log = list(state.get("log", []))
         self.summarize_calls = int(state.get("summarize_calls", 0))
         self.extract_calls = int(state.get("extract_calls", 0))
-        self.llm_calls = int(state.get("llm_calls", 0))
 
 
 def _span(indices: Sequence[int]) -> str:

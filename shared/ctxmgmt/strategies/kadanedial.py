@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_queries, normalise
+from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_queries, normalise
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context, runs
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.context import Context, runs
 from ctxmgmt.kadane import TAU, THETA, kadane_dial
 from ctxmgmt.lexical import BM25Index
+from ctxmgmt.params import StrategyConfig, param
+from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
@@ -32,6 +33,44 @@ COMMON_SHARE = 0.5
 embedding (LoCoMo dev: the speakers' names, which every rendered turn carries)."""
 MIN_TURNS_FOR_COMMON = 16
 """Fewest past turns for which a word's share of turns is trusted (below: one query embedding)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KadaneDialConfig(StrategyConfig):
+    """Parameters of :class:`KadaneDialStrategy`; ``KadaneDialConfig.paper()`` is DYCP as published."""
+
+    tau: float = param(
+        TUNED_TAU,
+        "Gain shift, in standard deviations of the turn scores; 0.52 (LoCoMo dev; DYCP 4.4 uses 0.6 "
+        "on the raw cosine).",
+    )
+    theta: float = param(
+        THETA, "Stop when the best remaining span's summed gain is below this; 1.0 per DYCP 4.4."
+    )
+    keep_last: int = param(
+        KEEP_LAST, "Most recent turns always kept (0: LoCoMo dev gains no recall from 1).", ge=0
+    )
+    lexical_weight: float = param(
+        LEXICAL_WEIGHT, "Weight of the max-scaled BM25 score added to the cosine (0 = dense only).", ge=0
+    )
+    sharpness: float = param(SHARPNESS, "Exponent on the clipped relevance (1 = the plain score).", gt=0)
+    neighbour_weight: float = param(
+        NEIGHBOUR_WEIGHT, "Share of the neighbours' mean signal added to a turn (0 = none).", ge=0
+    )
+    common_share: float | None = param(
+        COMMON_SHARE,
+        "Share of past turns above which a query word (such as a speaker's name) is left out of a "
+        "second query embedding (None = embed the query once).",
+        kind=float,
+        optional=True,
+        gt=0,
+        le=1,
+    )
+
+    @classmethod
+    def paper(cls) -> KadaneDialConfig:
+        """DYCP as published: dense cosine only, tau=0.6, one query embedding."""
+        return cls(tau=TAU, common_share=None, lexical_weight=0.0, sharpness=1.0, neighbour_weight=0.0)
 
 
 class KadaneDialStrategy(Strategy):
@@ -81,78 +120,30 @@ class KadaneDialStrategy(Strategy):
     """
 
     name = "kadanedial"
+    config_class = KadaneDialConfig
+    components = ("embedder",)
+    config: KadaneDialConfig
 
     def __init__(
         self,
+        config: KadaneDialConfig | None = None,
         *,
         embedder: Embedder | Any = None,
         token_counter: TokenCounter | Any = None,
-        tau: float = TUNED_TAU,
-        theta: float = THETA,
-        keep_last: int = KEEP_LAST,
-        lexical_weight: float = LEXICAL_WEIGHT,
-        sharpness: float = SHARPNESS,
-        neighbour_weight: float = NEIGHBOUR_WEIGHT,
-        common_share: float | None = COMMON_SHARE,
+        **params: Any,
     ) -> None:
-        super().__init__(token_counter=token_counter)
-        numbers = {
-            "tau": tau,
-            "theta": theta,
-            "lexical_weight": lexical_weight,
-            "sharpness": sharpness,
-            "neighbour_weight": neighbour_weight,
-        }
-        for label, value in numbers.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ConfigurationError(f"{label} must be a finite number, got {value!r}")
-        for label in ("lexical_weight", "neighbour_weight"):
-            if numbers[label] < 0:
-                raise ConfigurationError(f"{label} must be >= 0, got {numbers[label]!r}")
-        if sharpness <= 0:
-            raise ConfigurationError(f"sharpness must be > 0, got {sharpness!r}")
-        if common_share is not None and (
-            isinstance(common_share, bool)
-            or not isinstance(common_share, int | float)
-            or not 0 < common_share <= 1
-        ):
-            raise ConfigurationError(f"common_share must be in (0, 1] or None, got {common_share!r}")
-        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-            raise ConfigurationError(f"keep_last must be an int >= 0, got {keep_last!r}")
+        super().__init__(config, token_counter=token_counter, **params)
         self.embedder = as_embedder(embedder)
-        self.tau = float(tau)
-        self.theta = float(theta)
-        self.keep_last = keep_last
-        self.lexical_weight = float(lexical_weight)
-        self.sharpness = float(sharpness)
-        self.neighbour_weight = float(neighbour_weight)
-        self.common_share = None if common_share is None else float(common_share)
-        self._cache: dict[str, np.ndarray] = {}
+        self._embeddings = EmbeddingCache(self.embedder)  # kept by reset(): content-keyed
         self._vectors: list[np.ndarray] = []
         self._matrix: np.ndarray | None = None
         self._lexical = BM25Index()
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
 
-    @classmethod
-    def from_paper(cls, **kwargs: Any) -> KadaneDialStrategy:
-        """DYCP exactly as published: dense cosine scores only, no fusion or shaping."""
-        kwargs.setdefault("tau", TAU)
-        kwargs.setdefault("common_share", None)
-        kwargs.setdefault("lexical_weight", 0.0)
-        kwargs.setdefault("sharpness", 1.0)
-        kwargs.setdefault("neighbour_weight", 0.0)
-        return cls(**kwargs)
-
     # -- incremental state -------------------------------------------------------------
     def _on_add(self, turns: list[Turn]) -> None:
         texts = [t.text for t in turns]
-        keys = [t.fingerprint for t in turns]
-        missing = list({k: i for i, k in enumerate(keys) if k not in self._cache}.values())
-        if missing:
-            vectors = self.embedder.embed([texts[i] for i in missing])
-            for i, vector in zip(missing, vectors, strict=True):
-                self._cache[keys[i]] = vector
-        self._vectors.extend(self._cache[k] for k in keys)
+        self._vectors.extend(self._embeddings.embed(texts, [t.fingerprint for t in turns]))
         self._matrix = None
         for text in texts:
             self._lexical.add(text)
@@ -176,14 +167,9 @@ class KadaneDialStrategy(Strategy):
             return np.zeros(0)
         if self._query[0] != query:
             self._query = (query, self.query_vector(query))
-        q = self._query[1]
-        dense = dot_rows(self.matrix, q)
-        if self.lexical_weight:
-            lexical = self._lexical.scores(query)
-            top = lexical.max()
-            if top > 0:
-                dense = dense + self.lexical_weight * lexical / top
-        return np.asarray(dense, dtype=np.float64)
+        return fused_relevance(
+            self.matrix, self._query[1], self._lexical, query, lexical_weight=self.lexical_weight
+        )
 
     def focused_query(self, query: str) -> str | None:
         """``query`` without the words common to most past turns, or None when nothing is dropped."""
@@ -242,15 +228,7 @@ class KadaneDialStrategy(Strategy):
                 )
             else:
                 why = f"one of the last {self.keep_last} turns"
-            context.blocks.append(
-                Block(
-                    kind="turns",
-                    turns=tuple(run),
-                    messages=tuple(m for i in run for m in self._turns[i].messages),
-                    tokens=self.tokens_of(run),
-                    reason=why,
-                )
-            )
+            context.blocks.append(self.turns_block(run, why))
         context.details.update(
             relevance=relevance.tolist(),
             scores=scores.tolist(),
@@ -267,25 +245,17 @@ class KadaneDialStrategy(Strategy):
         return context
 
     # -- persistence ----------------------------------------------------------------------
-    def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable state: turns and their embeddings."""
-        return {
-            "strategy": self.name,
-            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
-            "embeddings": [v.tolist() for v in self._vectors],
-        }
+    def _state(self) -> dict[str, Any]:
+        """The turn embeddings (restored without re-embedding)."""
+        return {"embeddings": [v.tolist() for v in self._vectors]}
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`to_state` output without re-embedding."""
-        from ctxmgmt.types import Message
-
-        if state.get("strategy") != self.name:
-            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
-        self.reset()
-        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
-        for turn, vector in zip(turns, state["embeddings"], strict=True):
-            self._cache[turn.fingerprint] = np.asarray(vector, dtype=np.float32)
-        self.add_many(turns)
+    def _load(self, state: dict[str, Any]) -> None:
+        vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
+        for turn, vector in zip(self._turns, vectors, strict=True):
+            self._embeddings.put(turn.fingerprint, vector)
+            self._lexical.add(turn.text)
+        self._vectors = vectors
+        self._matrix = None
 
 
 def _trim_to_budget(

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ctxmgmt.budget import message_tokens, turn_tokens
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -23,8 +21,9 @@ from ctxmgmt.components.summarizer import (
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.params import StrategyConfig, param
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import Message, Turn
+from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +73,48 @@ class MemoryItem:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SWinConfig(StrategyConfig):
+    """Parameters of :class:`SWinStrategy`; the defaults are SWin as published (``paper()``)."""
+
+    window: int = param(WINDOW, "Turns per window; 6 per SWin 4.5.", ge=1)
+    overlap: int = param(
+        OVERLAP, "Turns shared by consecutive windows, smaller than window; 2 per SWin 4.5.", ge=0
+    )
+    gamma: int = param(
+        GAMMA,
+        "Memory capacity, in items (SWin 3.3.2 leaves it open; 48 costs about 16% of the history "
+        "tokens on the bundled demo).",
+        ge=1,
+    )
+    recent_turns: int = param(
+        RECENT_TURNS, "Newest turns always shown verbatim besides the open window (which always is).", ge=0
+    )
+    half_life: float = param(
+        HALF_LIFE, "Recency half-life of a memory item, in windows summarised since it was last seen.", gt=0
+    )
+    recency_weight: float = param(
+        RECENCY_WEIGHT, "Share of recency in the retention score (the rest is salience).", ge=0, le=1
+    )
+    dedup_threshold: float = param(
+        DEDUP_THRESHOLD,
+        "Word-set Jaccard similarity at which a new item duplicates a stored one.",
+        gt=0,
+        le=1,
+    )
+    background: bool = param(
+        False,
+        "Summarise windows in a worker thread so add returns at once (False: synchronous, deterministic).",
+    )
+
+    def check(self) -> None:
+        """``overlap`` must be smaller than ``window`` (each window brings a new turn)."""
+        if self.overlap >= self.window:
+            raise ConfigurationError(
+                f"overlap must be smaller than window ({self.window}), got {self.overlap!r}"
+            )
 
 
 def _label(text: str, width: int = 60) -> str:
@@ -145,55 +186,21 @@ class SWinStrategy(Strategy):
     """
 
     name = "swin"
+    llm_component = "summarizer"
+    config_class = SWinConfig
+    components = ("summarizer",)
+    config: SWinConfig
 
     def __init__(
         self,
+        config: SWinConfig | None = None,
         *,
         summarizer: Summarizer | Any = None,
         token_counter: TokenCounter | Any = None,
-        window: int = WINDOW,
-        overlap: int = OVERLAP,
-        gamma: int = GAMMA,
-        recent_turns: int = RECENT_TURNS,
-        half_life: float = HALF_LIFE,
-        recency_weight: float = RECENCY_WEIGHT,
-        dedup_threshold: float = DEDUP_THRESHOLD,
-        background: bool = False,
+        **params: Any,
     ) -> None:
-        super().__init__(token_counter=token_counter)
-        for label, value, low in (("window", window, 1), ("gamma", gamma, 1), ("overlap", overlap, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigurationError(f"{label} must be an int >= {low}, got {value!r}")
-        if overlap >= window:
-            raise ConfigurationError(f"overlap must be smaller than window ({window}), got {overlap!r}")
-        if isinstance(recent_turns, bool) or not isinstance(recent_turns, int) or recent_turns < 0:
-            raise ConfigurationError(f"recent_turns must be an int >= 0, got {recent_turns!r}")
-        for label, number in (
-            ("half_life", half_life),
-            ("recency_weight", recency_weight),
-            ("dedup_threshold", dedup_threshold),
-        ):
-            if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-                raise ConfigurationError(f"{label} must be a finite number, got {number!r}")
-        if half_life <= 0:
-            raise ConfigurationError(f"half_life must be > 0, got {half_life!r}")
-        if not 0 <= recency_weight <= 1:
-            raise ConfigurationError(f"recency_weight must be in [0, 1], got {recency_weight!r}")
-        if not 0 < dedup_threshold <= 1:
-            raise ConfigurationError(f"dedup_threshold must be in (0, 1], got {dedup_threshold!r}")
-        if not isinstance(background, bool):
-            raise ConfigurationError(f"background must be True or False, got {background!r}")
+        super().__init__(config, token_counter=token_counter, **params)
         self.summarizer = as_summarizer(summarizer)
-        self.window = window
-        self.overlap = overlap
-        self.stride = window - overlap
-        self.gamma = gamma
-        self.recent_turns = recent_turns
-        self.half_life = float(half_life)
-        self.recency_weight = float(recency_weight)
-        self.dedup_threshold = float(dedup_threshold)
-        self.background = background
-        self.llm_calls = 0
         self._fallback = ExtractiveSummarizer()
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
@@ -209,6 +216,11 @@ class SWinStrategy(Strategy):
         self._session = 0
         self._serial = 0  # next window serial
         self._last_serial = -1  # newest merged window
+
+    @property
+    def stride(self) -> int:
+        """Turns between the starts of consecutive windows: ``window - overlap``."""
+        return self.window - self.overlap
 
     def _init_windows(self) -> None:
         self._next_start = 0  # first turn of the next window, in this session
@@ -282,7 +294,7 @@ class SWinStrategy(Strategy):
             fallback = True
         with self._lock:
             if getattr(self.summarizer, "uses_llm", False):
-                self.llm_calls += 1
+                self._llm_calls += 1
             if generation != self._generation:
                 return
             self._merge(new, session, serial, start, end, fallback=fallback)
@@ -374,8 +386,7 @@ class SWinStrategy(Strategy):
             start = min(self._next_start, self._covered + 1)
             self._schedule(self._turns[start:], start, wait=True)
         with self._lock:
-            self._turns.clear()
-            self._turn_tokens.clear()
+            self._clear_turns()
             self._session += 1
             self._init_windows()
 
@@ -391,12 +402,8 @@ class SWinStrategy(Strategy):
         text = "\n".join([HEADER, *(f"- {item.text}" for item in items)])
         turns = sorted({t for i in items if i.session == self._session for t in range(i.start, i.end + 1)})
         windows = sorted({i.window for i in items})
-        return Block(
-            kind="summary",
-            turns=tuple(turns),
-            text=text,
-            tokens=message_tokens(self.token_counter, Message("system", text)),
-            reason=f"SWin memory: {len(items)} items from windows {windows}",
+        return self.text_block(
+            "summary", text, turns=turns, reason=f"SWin memory: {len(items)} items from windows {windows}"
         )
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
@@ -438,12 +445,8 @@ class SWinStrategy(Strategy):
             context.blocks.append(self._summary_block(kept))
         if verbatim:
             context.blocks.append(
-                Block(
-                    kind="turns",
-                    turns=tuple(verbatim),
-                    messages=tuple(m for i in verbatim for m in self._turns[i].messages),
-                    tokens=self.tokens_of(verbatim),
-                    reason=f"recent turns {verbatim[0]}-{verbatim[-1]} (the window being filled)",
+                self.turns_block(
+                    verbatim, f"recent turns {verbatim[0]}-{verbatim[-1]} (the window being filled)"
                 )
             )
         lines = self.explain_lines()
@@ -513,38 +516,37 @@ class SWinStrategy(Strategy):
 
     # -- persistence ----------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable state: turns of this session, the memory and its logs."""
+        """JSON-serialisable state: turns of this session, the memory and its logs.
+
+        Pending background windows are merged first.
+        """
         self.flush()
         with self._lock:
-            return {
-                "strategy": self.name,
-                "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
-                "items": [i.to_dict() for i in self._items],
-                "windows": [dict(w) for w in self._log],
-                "forgotten": [dict(f) for f in self._forgotten],
-                "session": self._session,
-                "serial": self._serial,
-                "last_serial": self._last_serial,
-                "next_start": self._next_start,
-                "covered": self._covered,
-                "llm_calls": self.llm_calls,
-            }
+            return super().to_state()
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`to_state` output without summarising again."""
-        if state.get("strategy") != self.name:
-            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
-        self.reset()
         with self._lock:
-            turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
-            self._turns.extend(turns)
-            self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
-            self._items = [MemoryItem(**d) for d in state["items"]]
-            self._log = [dict(w) for w in state["windows"]]
-            self._forgotten = [dict(f) for f in state["forgotten"]]
-            self._session = int(state["session"])
-            self._serial = int(state["serial"])
-            self._last_serial = int(state["last_serial"])
-            self._next_start = int(state["next_start"])
-            self._covered = int(state["covered"])
-            self.llm_calls = int(state.get("llm_calls", 0))
+            super().load_state(state)
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "items": [i.to_dict() for i in self._items],
+            "windows": [dict(w) for w in self._log],
+            "forgotten": [dict(f) for f in self._forgotten],
+            "session": self._session,
+            "serial": self._serial,
+            "last_serial": self._last_serial,
+            "next_start": self._next_start,
+            "covered": self._covered,
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._items = [MemoryItem(**d) for d in state["items"]]
+        self._log = [dict(w) for w in state["windows"]]
+        self._forgotten = [dict(f) for f in state["forgotten"]]
+        self._session = int(state["session"])
+        self._serial = int(state["serial"])
+        self._last_serial = int(state["last_serial"])
+        self._next_start = int(state["next_start"])
+        self._covered = int(state["covered"])

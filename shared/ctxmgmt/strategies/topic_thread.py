@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.budget import message_tokens, turn_tokens
-from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
+from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -28,10 +27,11 @@ from ctxmgmt.components.summarizer import (
 )
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs, span_label
-from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.lexical import BM25Index
+from ctxmgmt.params import StrategyConfig, param
+from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import Message, Turn
+from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,64 @@ class Slot:
     def state(self) -> list[str]:
         """The compressed state's texts."""
         return [str(text) for text, _ in self.items]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicThreadConfig(StrategyConfig):
+    """Parameters of :class:`TopicThreadStrategy`; ``TopicThreadConfig.paper()`` is C-DIC as published."""
+
+    tau: float = param(
+        TAU,
+        "Score threshold for retrieval and insert-vs-revise, in cosine units; 0.25 (LoCoMo dev; C-DIC "
+        "leaves tau to tuning).",
+        ge=-1,
+        le=1,
+    )
+    alpha: float = param(
+        ALPHA,
+        "Recency decay rate per turn since a slot was last retrieved (0 = none); 0.002 (C-DIC 3.1).",
+        ge=0,
+    )
+    max_slot_turns: int = param(MAX_SLOT_TURNS, "Turns a thread may cover before it is split in two.", ge=2)
+    max_slots: int = param(
+        MAX_SLOTS, "Most slots; above it the two most similar merge (or one is evicted).", ge=2
+    )
+    state_items: int = param(
+        STATE_ITEMS, "Items a thread's compressed state may hold before re-compression.", ge=1
+    )
+    top_k: int = param(
+        TOP_K, "Most threads retrieved per query (C-DIC has no cap; it bounds the context).", ge=1
+    )
+    verbatim_turns: int = param(
+        VERBATIM_TURNS, "Most relevant verbatim turns shown per retrieved thread (0 = summaries only).", ge=0
+    )
+    keep_last: int = param(KEEP_LAST, "Newest completed turns always shown verbatim.", ge=0)
+    summary_share: float = param(
+        SUMMARY_SHARE,
+        "Most share of a budget the thread summaries may take (the rest: verbatim turns).",
+        ge=0,
+        le=1,
+    )
+    lexical_weight: float = param(
+        LEXICAL_WEIGHT,
+        "Weight of the max-scaled BM25 score in the verbatim-turn ranking (0 = cosine only).",
+        ge=0,
+    )
+    centre: bool = param(
+        True,
+        "Subtract the conversation's mean turn embedding before every cosine (False = plain cosine, as "
+        "C-DIC writes it).",
+    )
+    fill: bool = param(
+        True,
+        "With a budget, spend what the retrieved threads leave on relevant turns of the other threads "
+        "(False = only the retrieved threads, as C-DIC).",
+    )
+
+    @classmethod
+    def paper(cls) -> TopicThreadConfig:
+        """C-DIC's retrieval as published: plain cosine, only the retrieved threads."""
+        return cls(centre=False, fill=False)
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -172,6 +230,9 @@ class TopicThreadStrategy(Strategy):
             relevant than the average turn), ranked by relevance (default True; False = only
             the retrieved threads, C-DIC as published).
 
+    ``TopicThreadStrategy.from_paper()`` (``centre=False, fill=False``) keeps C-DIC's plain
+    cosine and shows only the retrieved threads.
+
     Attributes:
         llm_calls: LLM calls made by the summarizer (0 with the extractive default).
 
@@ -185,72 +246,25 @@ class TopicThreadStrategy(Strategy):
     """
 
     name = "topic_thread"
+    llm_component = "summarizer"
+    config_class = TopicThreadConfig
+    components = ("embedder", "summarizer")
+    config: TopicThreadConfig
 
     def __init__(
         self,
+        config: TopicThreadConfig | None = None,
         *,
         embedder: Embedder | Any = None,
         summarizer: Summarizer | Any = None,
         token_counter: TokenCounter | Any = None,
-        tau: float = TAU,
-        alpha: float = ALPHA,
-        max_slot_turns: int = MAX_SLOT_TURNS,
-        max_slots: int = MAX_SLOTS,
-        state_items: int = STATE_ITEMS,
-        top_k: int = TOP_K,
-        verbatim_turns: int = VERBATIM_TURNS,
-        keep_last: int = KEEP_LAST,
-        summary_share: float = SUMMARY_SHARE,
-        lexical_weight: float = LEXICAL_WEIGHT,
-        centre: bool = True,
-        fill: bool = True,
+        **params: Any,
     ) -> None:
-        super().__init__(token_counter=token_counter)
-        for label, value in (
-            ("tau", tau),
-            ("alpha", alpha),
-            ("summary_share", summary_share),
-            ("lexical_weight", lexical_weight),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise ConfigurationError(f"{label} must be a finite number, got {value!r}")
-        if not -1 <= tau <= 1:
-            raise ConfigurationError(f"tau must be in [-1, 1] (a cosine), got {tau!r}")
-        if alpha < 0 or lexical_weight < 0:
-            raise ConfigurationError("alpha and lexical_weight must be >= 0")
-        if not 0 <= summary_share <= 1:
-            raise ConfigurationError(f"summary_share must be in [0, 1], got {summary_share!r}")
-        for label, value, low in (
-            ("max_slot_turns", max_slot_turns, 2),
-            ("max_slots", max_slots, 2),
-            ("state_items", state_items, 1),
-            ("top_k", top_k, 1),
-            ("verbatim_turns", verbatim_turns, 0),
-            ("keep_last", keep_last, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigurationError(f"{label} must be an int >= {low}, got {value!r}")
+        super().__init__(config, token_counter=token_counter, **params)
         self.embedder = as_embedder(embedder)
         self.summarizer = as_summarizer(summarizer)
-        self.tau = float(tau)
-        self.alpha = float(alpha)
-        self.max_slot_turns = max_slot_turns
-        self.max_slots = max_slots
-        self.state_items = state_items
-        self.top_k = top_k
-        self.verbatim_turns = verbatim_turns
-        self.keep_last = keep_last
-        self.summary_share = float(summary_share)
-        self.lexical_weight = float(lexical_weight)
-        if not isinstance(centre, bool):
-            raise ConfigurationError(f"centre must be True or False, got {centre!r}")
-        self.centre = centre
-        if not isinstance(fill, bool):
-            raise ConfigurationError(f"fill must be True or False, got {fill!r}")
-        self.fill = fill
-        self.llm_calls = 0
         self._fallback = ExtractiveSummarizer()
-        self._cache: dict[str, np.ndarray] = {}
+        self._embeddings = EmbeddingCache(self.embedder)  # kept by reset(): content-keyed
         self._init_state()
 
     def _init_state(self) -> None:
@@ -318,17 +332,8 @@ class TopicThreadStrategy(Strategy):
         return above or order[:1]
 
     # -- write-back ----------------------------------------------------------------------
-    def _embed_turns(self, turns: list[Turn]) -> list[np.ndarray]:
-        keys = [t.fingerprint for t in turns]
-        missing = list({k: i for i, k in enumerate(keys) if k not in self._cache}.values())
-        if missing:
-            vectors = self.embedder.embed([turns[i].text for i in missing])
-            for i, vector in zip(missing, vectors, strict=True):
-                self._cache[keys[i]] = np.asarray(vector, dtype=np.float32)
-        return [self._cache[k] for k in keys]
-
     def _on_add(self, turns: list[Turn]) -> None:
-        vectors = self._embed_turns(turns)
+        vectors = self._embeddings.embed([t.text for t in turns], [t.fingerprint for t in turns])
         for turn, vector in zip(turns, vectors, strict=True):
             self._vectors.append(vector)
             self._total = self._total + vector.astype(np.float64)
@@ -344,7 +349,7 @@ class TopicThreadStrategy(Strategy):
             logger.warning("summarizer failed (%s); using the extractive summary", exc)
             items = self._fallback.summarize(previous, text)
         if getattr(self.summarizer, "uses_llm", False):
-            self.llm_calls += 1
+            self._llm_calls += 1
         return [" ".join(str(i).split()) for i in items if str(i).strip()]
 
     def _event(self, kind: str, turn: int, **data: Any) -> None:
@@ -507,26 +512,19 @@ class TopicThreadStrategy(Strategy):
         """Relevance of every turn to ``query``: cosine plus weighted, max-scaled BM25."""
         if not self._vectors:
             return np.zeros(0)
-        q = self._query_vector(query)
-        dense = dot_rows(np.vstack(self._vectors).astype(np.float64), np.asarray(q, dtype=np.float64))
-        if self.lexical_weight:
-            lexical = self._lexical.scores(query)
-            top = lexical.max()
-            if top > 0:
-                dense = dense + self.lexical_weight * lexical / top
-        return dense
+        matrix = np.vstack(self._vectors).astype(np.float64)
+        q = np.asarray(self._query_vector(query), dtype=np.float64)
+        return fused_relevance(matrix, q, self._lexical, query, lexical_weight=self.lexical_weight)
 
     def _summary_block(self, slot: Slot, score: tuple[float, float, float]) -> Block:
         lines = [
             HEADER.format(id=slot.id, span=span_label(slot.turns)),
             *(f"- {text}" for text in slot.state),
         ]
-        text = "\n".join(lines)
-        return Block(
-            kind="summary",
-            turns=tuple(slot.turns),
-            text=text,
-            tokens=message_tokens(self.token_counter, Message("system", text)),
+        return self.text_block(
+            "summary",
+            "\n".join(lines),
+            turns=slot.turns,
             reason=(
                 f"thread {slot.id}: score {score[0]:.3f} = cos {score[1]:.3f} x decay {score[2]:.3f}, "
                 f"{len(slot.turns)} turns, {slot.revisions} revisions"
@@ -606,15 +604,7 @@ class TopicThreadStrategy(Strategy):
             why = sorted({verbatim_reason[i] for i in run if i in verbatim_reason})
             if any(i in recent for i in run):
                 why.append(f"one of the last {self.keep_last} turns")
-            context.blocks.append(
-                Block(
-                    kind="turns",
-                    turns=tuple(run),
-                    messages=tuple(m for i in run for m in self._turns[i].messages),
-                    tokens=self.tokens_of(run),
-                    reason="; ".join(why),
-                )
-            )
+            context.blocks.append(self.turns_block(run, "; ".join(why)))
         retrieved_ids = {self._slots[p].id for p in retrieved}
         threads = [
             {
@@ -679,31 +669,21 @@ class TopicThreadStrategy(Strategy):
         return "\n".join(self.select(query).details["explain"])
 
     # -- persistence ----------------------------------------------------------------------
-    def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable state: turns, turn embeddings, slots and logs."""
+    def _state(self) -> dict[str, Any]:
+        """Turn embeddings, slots and logs (restored without embedding or summarising again)."""
         return {
-            "strategy": self.name,
-            "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
             "embeddings": [v.tolist() for v in self._vectors],
             "slots": [s.to_dict() for s in self._slots],
             "next_id": self._next_id,
             "log": [dict(e) for e in self._log],
             "counts": dict(self._counts),
             "growth": list(self._growth),
-            "llm_calls": self.llm_calls,
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`to_state` output without embedding or summarising again."""
-        if state.get("strategy") != self.name:
-            raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
-        self.reset()
-        turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
-        self._turns.extend(turns)
-        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
-        for turn, vector in zip(turns, state["embeddings"], strict=True):
+    def _load(self, state: dict[str, Any]) -> None:
+        for turn, vector in zip(self._turns, state["embeddings"], strict=True):
             array = np.asarray(vector, dtype=np.float32)
-            self._cache[turn.fingerprint] = array
+            self._embeddings.put(turn.fingerprint, array)
             self._vectors.append(array)
             self._total = self._total + array.astype(np.float64)
             self._count += 1
@@ -713,4 +693,3 @@ class TopicThreadStrategy(Strategy):
         self._log = [dict(e) for e in state.get("log", [])]
         self._counts.update(state.get("counts", {}))
         self._growth = list(state.get("growth", []))
-        self.llm_calls = int(state.get("llm_calls", 0))

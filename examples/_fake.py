@@ -1,0 +1,77 @@
+"""The offline model every example uses: the frameworks' own fakes, adapted a little.
+
+``OfflineChatModel`` is LangChain's ``GenericFakeChatModel`` and ``OfflineLLM`` is LlamaIndex's
+``MockLLM``. Both keep every message list they are sent in ``received`` (what the model got is
+the point of the examples), and they answer by saying how many messages that was.
+
+Each example needs only its own framework, so each half is defined only if that framework is
+installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from importlib.util import find_spec
+from typing import Any
+
+from pydantic import Field
+
+
+def reply_text(sent: int) -> str:
+    """What the offline model answers when it was sent ``sent`` messages."""
+    return f"(offline model) I was sent {sent} messages for this answer."
+
+
+if find_spec("langchain_core") is not None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_core.outputs import ChatResult
+
+    class OfflineChatModel(GenericFakeChatModel):
+        """LangChain's ``GenericFakeChatModel``, usable by ``create_agent``, recording its input.
+
+        Args:
+            script: Replies for given calls, by call number from 0: a string, or an ``AIMessage``
+                (with ``tool_calls`` to make the agent run a tool). Every other call answers
+                with :func:`reply_text`.
+        """
+
+        received: list[list[BaseMessage]] = Field(default_factory=list)
+
+        def __init__(self, script: Mapping[int, AIMessage | str] | None = None, **kwargs: Any) -> None:
+            super().__init__(messages=self._replies(dict(script or {})), **kwargs)
+
+        def _replies(self, script: dict[int, AIMessage | str]) -> Iterator[AIMessage | str]:
+            call = 0
+            while True:
+                yield script.get(call) or reply_text(len(self.received[-1]))
+                call += 1
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
+            """``create_agent`` binds the agent's tools; a scripted model needs no schema."""
+            return self
+
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+            self.received.append(list(messages))
+            return super()._generate(messages, *args, **kwargs)
+
+
+if find_spec("llama_index") is not None:
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.llms.callbacks import llm_chat_callback
+
+    class OfflineLLM(MockLLM):
+        """LlamaIndex's ``MockLLM`` as a chat model: records its input, answers with :func:`reply_text`."""
+
+        received: list[list[ChatMessage]] = Field(default_factory=list, exclude=True)
+
+        def __init__(self) -> None:
+            super().__init__(is_chat_model=True)
+
+        @llm_chat_callback()
+        def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+            """Record the messages; reply with how many there were."""
+            self.received.append(list(messages))
+            reply = ChatMessage(role=MessageRole.ASSISTANT, content=reply_text(len(messages)))
+            return ChatResponse(message=reply)

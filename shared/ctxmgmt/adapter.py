@@ -1,0 +1,299 @@
+"""What both framework adapters derive from a strategy class: parameters, docs, the strategy.
+
+A strategy declares its parameters once (``config_class``) and the components it takes
+(``components``, ``llm_component``). From that, each adapter base generates its keyword
+arguments or pydantic fields (:func:`add_fields`, called from their ``__init_subclass__``), the ``Args``
+section of its docstring (:func:`adapter_doc`), validates what a user passed
+(:func:`check_values`) and builds the strategy (:func:`build_strategy`). Nothing here knows a
+framework: the adapters pass their model's ``prompt -> text`` function as ``complete``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ctxmgmt.components.decider import LLMDecider
+from ctxmgmt.components.summarizer import LLMSummarizer
+from ctxmgmt.context import Context
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.params import COMPONENT_DOCS, Param, StrategyConfig
+from ctxmgmt.strategies.base import Strategy
+
+Complete = Callable[[str], str]
+"""A model's ``prompt -> answer text`` function, made by an adapter from its framework's LLM."""
+
+
+def completion(llm: Any, model_type: type, call: Callable[[Any, str], str], *, label: str) -> Complete | None:
+    """``prompt -> text`` over ``llm`` (``call(llm, prompt)``); None when ``llm`` is None.
+
+    Raises:
+        ConfigurationError: ``llm`` is not a ``model_type`` (named ``label`` in the message).
+    """
+    if llm is None:
+        return None
+    if not isinstance(llm, model_type):
+        raise ConfigurationError(f"llm must be a {label}, got {type(llm).__name__}")
+    return functools.partial(call, llm)
+
+
+class SelectionRecord:
+    """Mixin of every adapter: the last selection (``last_context``) and why (``explain``)."""
+
+    _last_context: Context | None  # set by the adapter (a pydantic private attribute or a plain one)
+
+    @property
+    def last_context(self) -> Context | None:
+        """The :class:`~ctxmgmt.Context` of the most recent selection (None before the first)."""
+        return self._last_context
+
+    def explain(self) -> str:
+        """Why the last selection returned what it did (blocks, scores, spans, tiers)."""
+        if self._last_context is None:
+            return (
+                f"{type(self).__name__}: nothing selected yet "
+                "(no context before the first get(), load_memory_variables() or model call)"
+            )
+        return self._last_context.explain()
+
+
+LLM_DOC = (
+    "A {framework} model that makes the method's {component} calls; None = the offline default (no LLM call)."
+)
+
+
+@dataclass(frozen=True)
+class AdapterField:
+    """One parameter an adapter exposes for its strategy.
+
+    Attributes:
+        name: Keyword / field name in the adapter.
+        annotation: Its Python type.
+        default: Its default.
+        doc: One line for the docstring.
+        component: True for components and ``llm`` (objects: never serialised, not validated
+            by the config).
+        strategy_name: Name of the strategy keyword it feeds (differs for ``embed_model``).
+    """
+
+    name: str
+    annotation: Any
+    default: Any
+    doc: str
+    component: bool = False
+    strategy_name: str = ""
+
+
+def budget_param(strategy_class: type[Strategy]) -> Param | None:
+    """The strategy's own token-budget parameter (fed by the adapter's budget), if any."""
+    return next((p for p in strategy_class.config_class.params() if p.budget), None)
+
+
+def adapter_fields(
+    strategy_class: type[Strategy], *, embedder_name: str = "embedder", framework: str = "framework"
+) -> tuple[AdapterField, ...]:
+    """The strategy's parameters as an adapter exposes them, in a stable order.
+
+    Method parameters first (the config's, except its budget), then the components the
+    strategy takes (``embedder`` under ``embedder_name``), then ``llm`` when the strategy can
+    use one. ``token_counter`` and the budget belong to every adapter base.
+    """
+    fields = [
+        AdapterField(p.name, p.annotation, p.default, p.doc, strategy_name=p.name)
+        for p in strategy_class.config_class.params()
+        if not p.budget
+    ]
+    for name in strategy_class.components:
+        fields.append(
+            AdapterField(
+                embedder_name if name == "embedder" else name,
+                Any,
+                None,
+                COMPONENT_DOCS[name],
+                component=True,
+                strategy_name=name,
+            )
+        )
+    if strategy_class.llm_component is not None:
+        doc = LLM_DOC.format(framework=framework, component=strategy_class.llm_component)
+        fields.append(AdapterField("llm", Any, None, doc, component=True, strategy_name="llm"))
+    return tuple(fields)
+
+
+def check_values(
+    strategy_class: type[Strategy],
+    values: Mapping[str, Any],
+    *,
+    budget: tuple[str, Any] | None = None,
+    known: Collection[str] | None = None,
+    owner: str = "",
+) -> StrategyConfig:
+    """Validate the method parameters among ``values`` as the strategy would.
+
+    ``budget`` is ``(adapter name, value)`` of the adapter's budget; when the strategy has a
+    budget parameter it is validated as that parameter under the adapter's name (None takes
+    the parameter's default). With ``known`` (the adapter's field names), any other name in
+    ``values`` is an error.
+
+    Raises:
+        ConfigurationError: a value is invalid (the message names the adapter's parameter),
+            or a name is unknown.
+    """
+    if known is not None:
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"unexpected arguments for {owner or strategy_class.__name__}: {unknown}"
+            )
+    config_class = strategy_class.config_class
+    names = {p.name for p in config_class.params() if not p.budget}
+    params = {k: v for k, v in values.items() if k in names}
+    own = budget_param(strategy_class)
+    if own is not None and budget is not None:
+        label, value = budget
+        if value is not None:
+            params[own.name] = dataclasses.replace(own, name=label).validate(value)
+    return config_class.build(**params)
+
+
+def build_strategy(
+    strategy_class: type[Strategy],
+    values: Mapping[str, Any],
+    *,
+    complete: Complete | None = None,
+    token_counter: Any = None,
+    budget: tuple[str, Any] | None = None,
+    embedder_name: str = "embedder",
+) -> Strategy:
+    """The strategy an adapter configured with ``values`` (its fields / keywords) uses.
+
+    ``complete`` (the adapter's LLM, if any) becomes the strategy's LLM component
+    (``LLMSummarizer`` or ``LLMDecider``).
+
+    Raises:
+        ConfigurationError: an invalid value, or both ``llm`` and the component it replaces.
+    """
+    config = check_values(strategy_class, values, budget=budget)
+    components: dict[str, Any] = {}
+    for name in strategy_class.components:
+        components[name] = values.get(embedder_name if name == "embedder" else name)
+    target = strategy_class.llm_component
+    if complete is not None:
+        if target is None:  # pragma: no cover - adapters expose llm only when there is a target
+            raise ConfigurationError(f"{strategy_class.__name__} makes no LLM calls; llm is not used")
+        if components.get(target) is not None:
+            raise ConfigurationError(f"give either llm or {target}, not both")
+        components[target] = LLMSummarizer(complete) if target == "summarizer" else LLMDecider(complete)
+    return strategy_class(config, token_counter=token_counter, **components)
+
+
+def check_adapter(
+    adapter: type, values: Mapping[str, Any], *, budget_name: str, known: Collection[str]
+) -> StrategyConfig:
+    """:func:`check_values` for the keyword arguments ``values`` given to an adapter class.
+
+    ``adapter`` has ``strategy_class``; ``budget_name`` is its budget parameter and ``known``
+    its field names. Called before pydantic validates, so errors are ``ConfigurationError``.
+    """
+    return check_values(
+        adapter.strategy_class,  # type: ignore[attr-defined]
+        values,
+        budget=(budget_name, values.get(budget_name)),
+        known=known,
+        owner=adapter.__name__,
+    )
+
+
+def strategy_of(
+    adapter: Any,
+    complete_with: Callable[[Any], Complete | None],
+    *,
+    budget_name: str,
+    budget: Any = None,
+    token_counter: Any = None,
+    embedder_name: str = "embedder",
+) -> Strategy:
+    """:func:`build_strategy` from an adapter instance's generated fields (``adapter_fields``).
+
+    ``complete_with`` turns the adapter's ``llm`` (if it has one) into a ``Complete``; the
+    budget and token counter default to the adapter's ``budget_name`` and ``token_counter``.
+    """
+    return build_strategy(
+        adapter.strategy_class,
+        {f.name: getattr(adapter, f.name) for f in adapter.adapter_fields},
+        complete=complete_with(getattr(adapter, "llm", None)),
+        token_counter=adapter.token_counter if token_counter is None else token_counter,
+        budget=(budget_name, getattr(adapter, budget_name) if budget is None else budget),
+        embedder_name=embedder_name,
+    )
+
+
+def add_fields(
+    cls: type,
+    strategy_class: type[Strategy],
+    field: Callable[[AdapterField], Any],
+    *,
+    embedder_name: str = "embedder",
+    framework: str = "framework",
+) -> tuple[AdapterField, ...]:
+    """Declare the strategy's parameters on an adapter class being created.
+
+    Called from the adapter bases' ``__init_subclass__`` (``class X(Base, strategy=S)``),
+    which runs before pydantic collects fields: each parameter gets an annotation and the
+    default ``field(f)`` returns (a pydantic ``Field`` or the plain default). Fields the
+    class body defines itself are kept. Also sets ``strategy_class``, ``adapter_fields`` and
+    the generated docstring.
+    """
+    fields = adapter_fields(strategy_class, embedder_name=embedder_name, framework=framework)
+    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    for f in fields:
+        if f.name in cls.__dict__ or f.name in annotations:
+            continue
+        annotations[f.name] = f.annotation
+        setattr(cls, f.name, field(f))
+    cls.__annotations__ = annotations
+    cls.strategy_class = strategy_class  # type: ignore[attr-defined]
+    cls.adapter_fields = fields  # type: ignore[attr-defined]
+    cls.__doc__ = adapter_doc(cls.__doc__, fields)
+    return fields
+
+
+def adapter_doc(doc: str | None, fields: tuple[AdapterField, ...]) -> str:
+    """``doc`` with a generated ``Parameters:`` section (the method's parameters and components).
+
+    The section goes before ``Example:`` when ``doc`` has one, else at the end.
+    """
+    section = ["Parameters (generated from the strategy's config and components):"]
+    section += [f"    {f.name}: {f.doc}{_default_note(f)}" for f in fields]
+    lines = inspect.cleandoc(doc or "").splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith("Example")), len(lines))
+    if at == len(lines):
+        section.insert(0, "")
+    else:
+        section.append("")
+    merged = lines[:at] + section + lines[at:]
+    return "\n".join(("    " + line if line else line) for line in merged).lstrip() + "\n    "
+
+
+def _default_note(f: AdapterField) -> str:
+    return "" if f.component else f" Default: {f.default!r}."
+
+
+def signature_with(
+    function: Callable[..., Any], fields: tuple[AdapterField, ...], *, drop: tuple[str, ...] = ("params",)
+) -> inspect.Signature:
+    """``function``'s signature with the ``fields`` as keyword-only parameters (``**params`` replaced)."""
+    signature = inspect.signature(function)
+    kept = [p for p in signature.parameters.values() if p.name not in drop and p.kind != p.VAR_KEYWORD]
+    known = {p.name for p in kept}
+    extra = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation)
+        for f in fields
+        if f.name not in known
+    ]
+    tail = [p for p in signature.parameters.values() if p.kind == p.VAR_KEYWORD and p.name not in drop]
+    return signature.replace(parameters=[*kept, *extra, *tail])

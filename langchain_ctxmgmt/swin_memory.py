@@ -33,7 +33,9 @@ class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
 
     def new_session(self) -> None:
         """Start a new conversation that remembers this one: clear ``chat_memory``, keep the memory."""
-        with self._lock:
-            self.strategy.new_session()
+        session = self._session()
+        with session.lock:
+            session.strategy.new_session()
+            session.detach_history()
             self.chat_memory.clear()
             self._last_context = None

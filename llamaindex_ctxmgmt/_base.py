@@ -37,7 +37,8 @@ from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Context
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
-from ctxmgmt.session import build_context, select_originals, sync_strategy
+from ctxmgmt.session import build_context, select_originals
+from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, MessageLog, Session, SessionPool
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, group_turns
 from llamaindex_ctxmgmt._convert import (
@@ -49,6 +50,7 @@ from llamaindex_ctxmgmt._convert import (
     to_messages,
 )
 from llamaindex_ctxmgmt._llm import complete_with
+from llamaindex_ctxmgmt._store import as_state_store
 
 DEFAULT_TOKEN_LIMIT = 3000
 """Token budget when neither ``token_limit`` nor an ``llm`` is given (as ``ChatMemoryBuffer``)."""
@@ -157,7 +159,16 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         default=None, exclude=True, description="LlamaIndex-style str -> list tokenizer."
     )
 
-    _strategy: Strategy | None = PrivateAttr(default=None)
+    store: Any = Field(
+        default=None,
+        exclude=True,
+        description="Where derived state persists: 'sqlite:///x.db', a DSN, a StateStore or a KV store.",
+    )
+    max_sessions: int = Field(
+        default=8, description="Chat store keys whose state stays live in this process."
+    )
+
+    _pool: SessionPool | None = PrivateAttr(default=None)
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _last_context: Context | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
@@ -187,7 +198,8 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         counter, tokenizer = _resolve_counting(self.token_counter, self.tokenizer_fn)
         self.tokenizer_fn = tokenizer
         self._counter = counter
-        self._strategy = _make_strategy(self, counter)
+        self._pool = _pool(self, counter)
+        self._session()  # builds the strategy: its errors surface now
 
     @property
     def llm_calls(self) -> int:
@@ -211,6 +223,8 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         tokenizer_fn: Callable[[str], Any] | None = None,
         token_counter: TokenCounter | Callable[[str], int] | None = None,
         embed_model: Any = None,
+        store: Any = None,
+        max_sessions: int = 8,
         **kwargs: Any,
     ) -> StrategyMemory:
         """Create the memory; ``kwargs`` are the strategy's parameters (fields of the class).
@@ -243,6 +257,8 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
             token_limit=token_limit,
             tokenizer_fn=tokenizer_fn,
             token_counter=token_counter,
+            store=store,
+            max_sessions=max_sessions,
             **kwargs,
         )
         if chat_history is not None:
@@ -277,18 +293,21 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         return cls(**data)
 
     # -- state ---------------------------------------------------------------------------
+    def _session(self) -> Session:
+        """The live session of ``chat_store_key`` (its strategy mirrors that key's history)."""
+        if self._pool is None:  # built without __init__ (model_validate / model_copy)
+            self._setup()
+        assert self._pool is not None
+        return self._pool.get(self.chat_store_key)
+
     @property
     def strategy(self) -> Strategy:
-        """The strategy (its derived state is a cache of the chat store's history)."""
-        if self._strategy is None:  # built without __init__ (model_validate / model_copy)
-            self._setup()
-        assert self._strategy is not None
-        return self._strategy
+        """The strategy of ``chat_store_key`` (its derived state is a cache of the stored history)."""
+        return self._session().strategy
 
     def _forget(self) -> None:
-        with self._lock:
-            self.strategy.reset()
-            self._last_context = None
+        self._session().clear()
+        self._last_context = None
 
     # -- selection -----------------------------------------------------------------------
     def _select(
@@ -297,8 +316,11 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         budget = _check_initial_tokens(initial_token_count, self.token_limit)
         query = text_of(input)
         converted = to_messages(originals)
-        with self._lock:
-            context = build_context(self.strategy, converted, query=query, budget=budget)
+        session = self._session()
+        with session.lock:
+            context = build_context(
+                session.strategy, converted, query=query, budget=budget, sync=session.sync
+            )
             self._last_context = context
             selected = select_originals(context, converted, originals, system_message)
             return self._reuse_summary_messages(selected, originals)
@@ -457,8 +479,12 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
     smaller budget (least relevant turns go first) instead of dropping everything.
 
-    The block's list lives in process memory (``Memory`` also archives the flushed messages in
-    its own store). System messages flushed into it are kept but never returned.
+    Persistence: with ``store`` (``"sqlite:///memories.db"``, a PostgreSQL DSN, a ctxmgmt
+    ``StateStore`` or a LlamaIndex KV store) the flushed messages and each session's derived
+    state are written there, so a restarted process continues where it was; at most
+    ``max_sessions`` sessions stay in memory. Without a store both live in this process only
+    (the flushed messages of every session are kept). System messages flushed into the block
+    are kept but never returned.
     """
 
     name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
@@ -474,13 +500,19 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         description="First line of the text output ('' for none).",
     )
     token_counter: Any = Field(default=None, exclude=True, description="ctxmgmt TokenCounter or str -> int.")
+    store: Any = Field(
+        default=None,
+        exclude=True,
+        description="Where flushed messages and derived state persist ('sqlite:///x.db', a DSN, a store).",
+    )
+    max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, description="Sessions kept live in this process.")
 
     strategy_class: ClassVar[type[Strategy]]
     adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
 
-    _histories: dict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=dict)
+    _histories: OrderedDict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=OrderedDict)
     _converted: dict[str | None, list[Message]] = PrivateAttr(default_factory=dict)
-    _strategies: dict[str | None, Strategy] = PrivateAttr(default_factory=dict)
+    _pool: SessionPool | None = PrivateAttr(default=None)
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _issued: OrderedDict[int, tuple[str | None, str, int]] = PrivateAttr(default_factory=OrderedDict)
     _last_context: Context | None = PrivateAttr(default=None)
@@ -507,26 +539,46 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         own = budget_param(self.strategy_class)
         if own is None:
             check_budget(self.token_limit, name="token_limit")
-        self._counter = as_token_counter(self.token_counter)
-        _make_strategy(self, self._counter)  # validate now, not at the first flush
+        counter = self._counter = as_token_counter(self.token_counter)
+        _make_strategy(self, counter)  # validate now, not at the first flush
+        self._pool = _pool(self, counter)
 
     @property
     def llm_calls(self) -> int:
-        """LLM calls made on the block's behalf over every session (summaries, decisions)."""
-        return sum(s.llm_calls for s in self._strategies.values())
+        """LLM calls made on the block's behalf by its live sessions (summaries, decisions)."""
+        return sum(s.strategy.llm_calls for s in self._sessions().sessions())
+
+    def _sessions(self) -> SessionPool:
+        if self._pool is None:
+            self._setup()
+        assert self._pool is not None
+        return self._pool
+
+    def _strategy_for(self, session_id: str | None) -> Strategy:
+        return self._sessions().get(_session_key(session_id)).strategy
+
+    def _log(self, session_id: str | None) -> MessageLog | None:
+        store = self._sessions().store
+        return None if store is None else MessageLog(store, f"flushed:{self.name}:{_session_key(session_id)}")
 
     def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
         """Every message flushed into the block for ``session_id``, as received (lossless)."""
-        return list(self._histories.get(session_id, ()))
+        return list(self._history(session_id)[0])
 
-    def _strategy_for(self, session_id: str | None) -> Strategy:
-        strategy = self._strategies.get(session_id)
-        if strategy is None:
-            if self._counter is None:
-                self._setup()
-            assert self._counter is not None
-            strategy = self._strategies[session_id] = _make_strategy(self, self._counter)
-        return strategy
+    def _history(self, session_id: str | None) -> tuple[list[ChatMessage], list[Message]]:
+        """The session's flushed messages (loaded from the store when not live) and their core form."""
+        with self._lock:
+            if session_id not in self._histories:
+                log = self._log(session_id)
+                messages = [] if log is None else [ChatMessage.model_validate(m) for m in log.load()]
+                self._histories[session_id] = messages
+                self._converted[session_id] = to_messages(messages)
+            self._histories.move_to_end(session_id)
+            if self._sessions().store is not None:  # reloadable: keep only the live sessions
+                while len(self._histories) > self.max_sessions:
+                    evicted, _ = self._histories.popitem(last=False)
+                    self._converted.pop(evicted, None)
+            return self._histories[session_id], self._converted[session_id]
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         """Keep flushed messages, grouped by the ``session_id`` ``Memory`` tags them with."""
@@ -539,20 +591,24 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
                 message.model_copy(update={"additional_kwargs": kwargs})
             )
         converted = {session: to_messages(ms) for session, ms in by_session.items()}
-        with self._lock:
-            for session, ms in by_session.items():
-                self._histories.setdefault(session, []).extend(ms)
-                self._converted.setdefault(session, []).extend(converted[session])
+        for session, ms in by_session.items():
+            log = self._log(session)
+            history, core = await asyncio.to_thread(self._history, session)  # loaded before appending
+            if log is not None:
+                await asyncio.to_thread(log.append, [m.model_dump(mode="json") for m in ms])
+            with self._lock:
+                history.extend(ms)
+                core.extend(converted[session])
 
     def _select(
         self, session_id: str | None, query: str, budget: int | None
     ) -> tuple[Context, list[ChatMessage]]:
-        with self._lock:
-            originals = list(self._histories.get(session_id, ()))
-            converted = list(self._converted.get(session_id, ()))
-            strategy = self._strategy_for(session_id)
-            sync_strategy(strategy, group_turns(converted))
-            context = strategy.select(query, budget=budget)
+        history, core = self._history(session_id)
+        originals, converted = list(history), list(core)
+        session = self._sessions().get(_session_key(session_id))
+        with session.lock:
+            session.sync(group_turns(converted))
+            context = session.strategy.select(query, budget=budget)
             self._last_context = context
         return context, select_originals(context, converted, originals, system_message)
 
@@ -571,7 +627,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         """Earlier turns relevant to the newest user message in ``messages``."""
         query = latest_user_text(messages)
         empty: Any = "" if self.output == "text" else []
-        if not query or not self._histories.get(session_id):
+        if not query or not self._history(session_id)[0]:
             return empty
         context, selected = await asyncio.to_thread(self._select, session_id, query, self.token_limit)
         content = self._format(context, selected)
@@ -599,4 +655,22 @@ def _make_strategy(adapter: StrategyMemory | StrategyMemoryBlock, counter: Token
     """The strategy a memory or block configured by its fields uses."""
     return strategy_of(
         adapter, complete_with, budget_name="token_limit", token_counter=counter, embedder_name="embed_model"
+    )
+
+
+def _state_store(spec: Any) -> Any:
+    """None stays None (in process, no store); anything else becomes a StateStore."""
+    return None if spec is None else as_state_store(spec)
+
+
+def _session_key(session_id: str | None) -> str | None:
+    return session_id
+
+
+def _pool(adapter: StrategyMemory | StrategyMemoryBlock, counter: TokenCounter) -> SessionPool:
+    """The sessions of a memory or block: strategies built from its fields, its store."""
+    return SessionPool(
+        lambda: _make_strategy(adapter, counter),
+        store=_state_store(adapter.store),
+        max_sessions=adapter.max_sessions,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ctxmgmt.session import sync_strategy
 from ctxmgmt.strategies.swin import SWinStrategy
 from ctxmgmt.types import group_turns
 from llamaindex_ctxmgmt._base import StrategyMemory
@@ -42,8 +41,10 @@ class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
     def new_session(self) -> None:
         """Start a new conversation that remembers this one: clear the stored history, keep the memory."""
         converted = to_messages(self.get_all())
-        with self._lock:
-            sync_strategy(self.strategy, group_turns(converted))
-            self.strategy.new_session()
+        session = self._session()
+        with session.lock:
+            session.sync(group_turns(converted))
+            session.strategy.new_session()
+            session.detach_history()
             self.chat_store.delete_messages(self.chat_store_key)
             self._last_context = None

@@ -47,3 +47,28 @@ def default_embedder():
     embedder = make()
     embedder.embed(["warm up"])
     return embedder
+
+
+# -- a throwaway PostgreSQL server ---------------------------------------------------------------
+@pytest.fixture(scope="session")
+def postgres_dsn():
+    """A PostgreSQL server for this test session, reachable only through a unix socket.
+
+    Started from the server binaries (``initdb``/``pg_ctl``, as the ``postgres`` user when
+    running as root), trust auth, data and socket in a fresh temporary directory; yields a
+    conninfo string (``host=DIR dbname=ctxmgmt user=postgres``). Missing binaries fail the
+    session under CI (``$CI`` set) and skip elsewhere.
+    """
+    import os
+    from contextlib import ExitStack
+
+    from ctxmgmt.store.testing import PostgresUnavailableError, throwaway_postgres
+
+    with ExitStack() as stack:
+        try:
+            dsn = stack.enter_context(throwaway_postgres())
+        except PostgresUnavailableError as exc:
+            if os.environ.get("CI"):
+                pytest.fail(str(exc))
+            pytest.skip(str(exc))
+        yield dsn

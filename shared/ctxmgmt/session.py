@@ -45,14 +45,13 @@ def sync_strategy(strategy: Strategy, past: Sequence[Turn]) -> None:
 
     Appends the new turns when the strategy's turns are a prefix of ``past``; otherwise
     (another conversation, an edited history) resets the strategy and adds every turn,
-    reusing content-keyed caches such as embeddings. The prefix check compares the first and
-    last known turn and up to ``SYNC_SAMPLES`` turns spread between them, so it costs the same
-    at any length: an inserted or removed message shifts the last turn and is always caught;
-    an in-place edit of a middle turn is caught when that turn is sampled.
+    reusing content-keyed caches such as embeddings. Every known turn is compared, so an edit
+    anywhere is caught. Adapters use :class:`ctxmgmt.sessions.Session` instead, which also
+    rewinds only to the edited turn and persists the state.
     """
     known = strategy.turns
     same_prefix = len(known) <= len(past) and all(
-        known[i].fingerprint == past[i].fingerprint for i in _sample_positions(len(known))
+        known[i].fingerprint == past[i].fingerprint for i in range(len(known))
     )
     if not same_prefix:
         strategy.reset()
@@ -61,23 +60,13 @@ def sync_strategy(strategy: Strategy, past: Sequence[Turn]) -> None:
         strategy.add_many(past[len(known) :])
 
 
-SYNC_SAMPLES = 32
-"""Turns compared by :func:`sync_strategy` besides the first and the last."""
-
-
-def _sample_positions(n: int) -> list[int]:
-    if n <= SYNC_SAMPLES + 2:
-        return list(range(n))
-    step = (n - 1) / (SYNC_SAMPLES + 1)
-    return sorted({0, n - 1, *(round(step * k) for k in range(1, SYNC_SAMPLES + 1))})
-
-
 def build_context(
     strategy: Strategy,
     messages: Sequence[Message],
     *,
     query: str | None = None,
     budget: int | None = None,
+    sync: Callable[[Sequence[Turn]], None] | None = None,
 ) -> Context:
     """Select what to send from ``messages`` (the full raw history) for the next model call.
 
@@ -85,6 +74,9 @@ def build_context(
     the strategy chooses among the completed turns in between, within what is left of
     ``budget`` (tokens; None = no limit). With no query at all (no user message yet) the
     strategy is not consulted and every completed turn is kept, newest first within the budget.
+
+    ``sync`` brings the strategy up to date with the completed turns (default
+    :func:`sync_strategy`; adapters pass their :meth:`ctxmgmt.sessions.Session.sync`).
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -95,7 +87,10 @@ def build_context(
     system, conversation = split_system(messages)
     turns = group_turns(conversation)
     past, current = split_current(turns)
-    sync_strategy(strategy, past)
+    if sync is None:
+        sync_strategy(strategy, past)
+    else:
+        sync(past)
     question = infer_query(past, current, query)
 
     fixed = messages_tokens(counter, system) + (turn_tokens(counter, current) if current else 0)

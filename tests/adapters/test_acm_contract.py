@@ -7,24 +7,18 @@ from collections.abc import Sequence
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import MessageRole
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.components.entities import Entity
 from ctxmgmt.strategies.acm import DEFAULT_TOKEN_BUDGET, MIN_TOKEN_BUDGET, ACMStrategy
 from langchain_ctxmgmt.acm_memory import ACMTieredBuffer as LCACMTieredBuffer
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer as LIACMTieredBuffer
-from tests.adapters.test_langchain_contract import (
-    TURNS,
-    LangChainMemoryContract,
-    fill,
-    sent_tokens,
-    words,
-)
+from tests.adapters.test_langchain_contract import TURNS, LangChainMemoryContract, fill, sent_tokens, words
 from tests.adapters.test_llamaindex_contract import (
     SOURDOUGH_QUERY,
     LlamaIndexMemoryContract,
-    conversation,
+    ask,
     is_subsequence,
 )
 
@@ -39,22 +33,15 @@ class CapitalisedExtractor:
 
 
 class TestLangChainACMTieredBuffer(LangChainMemoryContract):
-    @pytest.fixture
-    def memory(self):
-        def make(**overrides):
-            overrides.setdefault("entity_extractor", CapitalisedExtractor())
-            return LCACMTieredBuffer(**overrides)
+    memory_class = LCACMTieredBuffer
+    strategy_class = ACMStrategy
+    no_argument_defaults = {"max_token_limit": DEFAULT_TOKEN_BUDGET}
 
-        return make
+    def fast_components(self, hashing_embedder):
+        return {"entity_extractor": CapitalisedExtractor()}  # spaCy is slow to load
 
-    def test_works_with_no_arguments(self):
-        memory = LCACMTieredBuffer()
-        assert memory.memory_variables == ["history"]
-        assert memory.max_token_limit == DEFAULT_TOKEN_BUDGET
-        assert (
-            isinstance(memory.strategy, ACMStrategy) and memory.strategy.token_budget == DEFAULT_TOKEN_BUDGET
-        )
-        assert memory.llm_calls == 0
+    def test_no_arguments_give_the_default_budget(self):
+        assert LCACMTieredBuffer().strategy.token_budget == DEFAULT_TOKEN_BUDGET
 
     def test_budget_below_the_minimum_is_refused(self):
         with pytest.raises(ConfigurationError, match="max_token_limit must be an int >= 16"):
@@ -115,9 +102,7 @@ class TestLlamaIndexACMTieredBuffer(LlamaIndexMemoryContract):
         memory = LIACMTieredBuffer.from_defaults(
             token_limit=150, token_counter=words, entity_extractor=CapitalisedExtractor()
         )
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
+        selected = ask(memory)
         stored = memory.get_all()
         new = [m for m in selected if not any(m is s for s in stored)]
         assert new and all(m.role == MessageRole.SYSTEM for m in new)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.components.decider import THETA_FORK, EmbeddedDecider, LLMDecider
@@ -13,37 +12,26 @@ from langchain_ctxmgmt import DiscourseTreeMemory as LCDiscourseTreeMemory
 from llamaindex_ctxmgmt import DiscourseTreeMemory as LIDiscourseTreeMemory
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, LangChainMemoryContract, fill
 from tests.adapters.test_llamaindex_contract import (
-    SOURDOUGH_QUERY,
     LlamaIndexMemoryContract,
-    conversation,
-    is_subsequence,
+    OwnMessagesFirstContract,
+    ask,
     turns_present,
 )
 
 
 class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
-    @pytest.fixture
-    def memory(self, hashing_embedder):
-        def make(**overrides):
-            overrides.setdefault("embedder", hashing_embedder)
-            # The bag-of-words test embedder's cosines are far below MiniLM's, where the
-            # default shift model is calibrated; the threshold rules fit them.
-            overrides.setdefault("decider", EmbeddedDecider(shift_model=None))
-            return LCDiscourseTreeMemory(**overrides)
+    memory_class = LCDiscourseTreeMemory
+    strategy_class = DiscourseTreeStrategy
+    no_argument_defaults = {
+        "theta_fork": THETA_FORK,
+        "candidates": CANDIDATES,
+        "summary_items": SUMMARY_ITEMS,
+    }
 
-        return make
-
-    def test_return_messages_and_string_agree(self, memory):
-        """The summary of other topics is a SystemMessage; the string form renders it as ``System:``."""
-        as_messages = memory(return_messages=True)
-        as_string = memory(return_messages=False, human_prefix="User", ai_prefix="Bot")
-        fill(as_messages)
-        fill(as_string)
-        messages = as_messages.load_memory_variables({"input": CAT_QUERY})["history"]
-        text = as_string.load_memory_variables({"input": CAT_QUERY})["history"]
-        prefix = {HumanMessage: "User", SystemMessage: "System"}
-        expected = "\n".join(f"{prefix.get(type(x), 'Bot')}: {x.content}" for x in messages)
-        assert messages and text == expected
+    def fast_components(self, hashing_embedder):
+        # The bag-of-words test embedder's cosines are far below MiniLM's, where the
+        # default shift model is calibrated; the threshold rules fit them.
+        return {"embedder": hashing_embedder, "decider": EmbeddedDecider(shift_model=None)}
 
     def test_messages_passed_in_are_kept_as_they_are(self, memory):
         """As the contract, with a query the (bag-of-words) test embedder places in the cat topic."""
@@ -54,16 +42,8 @@ class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
         history = m.load_memory_variables({"input": "What is the name of the grey cat I adopted?"})["history"]
         assert history[0] is human and history[1] is ai
 
-    def test_works_with_no_arguments(self):
-        memory = LCDiscourseTreeMemory()
-        assert memory.memory_variables == ["history"]
-        assert (memory.theta_fork, memory.candidates, memory.summary_items) == (
-            THETA_FORK,
-            CANDIDATES,
-            SUMMARY_ITEMS,
-        )
-        assert isinstance(memory.strategy, DiscourseTreeStrategy)
-        assert isinstance(memory.strategy.decider, EmbeddedDecider) and memory.llm_calls == 0
+    def test_no_arguments_give_the_embedded_decider(self):
+        assert isinstance(LCDiscourseTreeMemory().strategy.decider, EmbeddedDecider)
 
     def test_one_topic_per_turn_gives_summaries_and_the_cat_turn(self, memory):
         m = memory(return_messages=True)
@@ -88,32 +68,16 @@ class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
         assert [n.tree for n in m.strategy.nodes] == [0, 1, 2] and m.llm_calls == 2
 
 
-class TestLlamaIndexDiscourseTreeMemory(LlamaIndexMemoryContract):
+class TestLlamaIndexDiscourseTreeMemory(OwnMessagesFirstContract, LlamaIndexMemoryContract):
+    own_messages = 1  # the summary of the other topics
+
     @pytest.fixture
     def memory(self, hashing_embedder):
         return LIDiscourseTreeMemory.from_defaults(embed_model=hashing_embedder)
 
-    def test_get_returns_stored_objects_in_chronological_order(self, memory):
-        """Stored objects come back in order; the only new message is the summary, first."""
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
-        stored = memory.get_all()
-        summary = [m for m in selected if not any(m is s for s in stored)]
-        assert len(summary) == 1 and selected[0] is summary[0]
-        assert summary[0].role == MessageRole.SYSTEM
-        assert is_subsequence(selected[1:], stored)
-
-    def test_summary_message_is_stable(self, memory):
-        memory.put_messages(conversation())
-        assert memory.get(input="x")[0] is memory.get(input="x")[0]
-
     def test_sourdough_query_gets_the_sourdough_thread(self, default_embedder):
         """With the real embedder and the default decider (calibrated for MiniLM's cosines)."""
-        memory = LIDiscourseTreeMemory.from_defaults(embed_model=default_embedder)
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
+        selected = ask(LIDiscourseTreeMemory.from_defaults(embed_model=default_embedder))
         assert turns_present(selected) == {0, 1, 2}
         assert "Topic" in selected[0].content and "marathon" in selected[0].content.lower()
 

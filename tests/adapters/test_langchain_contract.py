@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from langchain_classic.base_memory import BaseMemory
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from ctxmgmt import BudgetExceededError, ConfigurationError, Context, InvalidMessageError
+from ctxmgmt import BudgetExceededError, ConfigurationError, Context, InvalidMessageError, Strategy
 from ctxmgmt.kadane import THETA
 from ctxmgmt.strategies.kadanedial import (
     COMMON_SHARE,
@@ -23,6 +24,7 @@ from ctxmgmt.strategies.kadanedial import (
     NEIGHBOUR_WEIGHT,
     SHARPNESS,
     TUNED_TAU,
+    KadaneDialStrategy,
 )
 from langchain_ctxmgmt import KadaneDialMemory
 
@@ -99,12 +101,34 @@ def sent_tokens(messages: list[BaseMessage]) -> int:
 class LangChainMemoryContract:
     """Checks every LangChain classic memory of ctxmgmt must pass."""
 
+    memory_class: type[BaseMemory]
+    """The memory under test."""
+    strategy_class: type[Strategy]
+    """The strategy it runs."""
+    no_argument_defaults: dict[str, Any] = {}
+    """Attributes a memory built with no arguments has, and their values."""
+
+    def fast_components(self, hashing_embedder) -> dict[str, Any]:
+        """Arguments every test memory gets unless a test overrides them: fast components."""
+        return {"embedder": hashing_embedder}
+
     @pytest.fixture
-    def memory(self):
+    def memory(self, hashing_embedder):
         """An empty memory; call with keyword overrides: ``memory(return_messages=True)``."""
-        raise NotImplementedError
+
+        def make(**overrides):
+            return self.memory_class(**{**self.fast_components(hashing_embedder), **overrides})
+
+        return make
 
     # -- interface -----------------------------------------------------------------------
+    def test_works_with_no_arguments(self):
+        memory = self.memory_class()
+        assert memory.memory_variables == ["history"]
+        expected = self.no_argument_defaults
+        assert {name: getattr(memory, name) for name in expected} == expected
+        assert isinstance(memory.strategy, self.strategy_class) and memory.llm_calls == 0
+
     def test_is_a_classic_base_memory(self, memory):
         assert isinstance(memory(), BaseMemory)
 
@@ -147,17 +171,17 @@ class LangChainMemoryContract:
 
     # -- both output forms -------------------------------------------------------------------
     def test_return_messages_and_string_agree(self, memory):
+        """The string form renders the message form; what a memory adds (summaries, thread
+        states, tiers) is a SystemMessage, rendered as ``System:``."""
         as_messages = memory(return_messages=True)
         as_string = memory(return_messages=False, human_prefix="User", ai_prefix="Bot")
         fill(as_messages)
         fill(as_string)
         messages = as_messages.load_memory_variables({"input": CAT_QUERY})["history"]
         text = as_string.load_memory_variables({"input": CAT_QUERY})["history"]
-        assert messages and all(isinstance(x, BaseMessage) for x in messages)
-        expected = "\n".join(
-            f"{'User' if isinstance(x, HumanMessage) else 'Bot'}: {x.content}" for x in messages
-        )
-        assert text == expected
+        prefix = {HumanMessage: "User", AIMessage: "Bot", SystemMessage: "System"}
+        assert messages and all(type(x) in prefix for x in messages)
+        assert text == "\n".join(f"{prefix[type(x)]}: {x.content}" for x in messages)
 
     def test_string_form_uses_conversation_buffer_prefixes(self, memory):
         m = memory()
@@ -322,17 +346,9 @@ class RelevanceContract:
 
 
 class TestKadaneDialMemory(LangChainMemoryContract, RelevanceContract):
-    @pytest.fixture
-    def memory(self, hashing_embedder):
-        def make(**overrides):
-            return KadaneDialMemory(embedder=hashing_embedder, **overrides)
-
-        return make
-
-    def test_works_with_no_arguments(self):
-        memory = KadaneDialMemory()
-        assert memory.memory_variables == ["history"]
-        assert memory.max_token_limit is None and memory.return_messages is False
+    memory_class = KadaneDialMemory
+    strategy_class = KadaneDialStrategy
+    no_argument_defaults = {"max_token_limit": None, "return_messages": False}
 
     def test_no_deprecation_warning_by_default(self):
         import warnings

@@ -131,6 +131,13 @@ def is_subsequence(selected: list[ChatMessage], history: list[ChatMessage]) -> b
     return all(p >= 0 for p in positions) and positions == sorted(positions)
 
 
+def ask(memory, query: str = SOURDOUGH_QUERY) -> list[ChatMessage]:
+    """Put the whole conversation, then ``query`` as the newest user message; what ``get()`` sends."""
+    memory.put_messages(conversation())
+    memory.put(ChatMessage(role="user", content=query))
+    return memory.get()
+
+
 def tokens(memory, messages: list[ChatMessage]) -> int:
     """Tokens of ``messages`` as the memory's own counter counts them."""
     return messages_tokens(memory.strategy.token_counter, to_messages(messages))
@@ -230,9 +237,7 @@ class LlamaIndexMemoryContract:
 
     # selection ------------------------------------------------------------------------
     def test_get_returns_stored_objects_in_chronological_order(self, memory):
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
+        selected = ask(memory)
         assert selected
         assert is_subsequence(selected, memory.get_all())
 
@@ -480,15 +485,39 @@ class LlamaIndexMemoryContract:
         assert SOURDOUGH_QUERY in memory.explain()
 
 
+class OwnMessagesFirstContract:
+    """Checks for memories that send messages of their own (a summary, thread states) first.
+
+    Set ``own_messages`` to how many the sourdough query gets (None: any number).
+    """
+
+    own_messages: int | None = None
+
+    def test_get_returns_stored_objects_in_chronological_order(self, memory):
+        """The memory's own messages are system messages, first; then stored objects, in order."""
+        selected = ask(memory)
+        stored = memory.get_all()
+        own = [m for m in selected if not any(m is s for s in stored)]
+        assert self.own_messages is None or len(own) == self.own_messages
+        assert all(m.role == MessageRole.SYSTEM for m in own)
+        assert all(a is b for a, b in zip(selected, own, strict=False))  # first
+        assert is_subsequence(selected[len(own) :], stored)
+
+    def test_own_messages_are_stable(self, memory):
+        """Asked again, the memory sends the very same objects (its own messages included)."""
+        memory.put_messages(conversation())
+        for query in ("x", SOURDOUGH_QUERY):
+            first, again = memory.get(input=query), memory.get(input=query)
+            assert len(first) == len(again) and all(a is b for a, b in zip(first, again, strict=True))
+
+
 class TestKadaneDialMemoryContract(LlamaIndexMemoryContract):
     @pytest.fixture
     def memory(self, hashing_embedder):
         return KadaneDialMemory.from_defaults(embed_model=hashing_embedder)
 
     def test_relevant_turns_selected_for_the_newest_user_message(self, memory):
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        present = turns_present(memory.get())
+        present = turns_present(ask(memory))
         assert SOURDOUGH <= present
         assert not present & (PANDAS | WEATHER | TOMATOES)
         assert len(present - SOURDOUGH) <= 1  # KadaneDial's last pass may add one weak span
@@ -544,34 +573,16 @@ class TestKadaneDialMemoryContract(LlamaIndexMemoryContract):
 
     def test_llamaindex_embedding_model_is_accepted(self):
         memory = KadaneDialMemory.from_defaults(embed_model=MockEmbedding(embed_dim=8))
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
+        selected = ask(memory)
         assert selected[-1].content == SOURDOUGH_QUERY
         assert is_subsequence(selected, memory.get_all())
 
     def test_strategy_parameters(self, hashing_embedder):
-        memory = KadaneDialMemory.from_defaults(
-            embed_model=hashing_embedder,
-            keep_last=2,
-            tau=0.8,
-            theta=1.5,
-            lexical_weight=0.0,
-            sharpness=1.0,
-            neighbour_weight=0.0,
-        )
-        s = memory.strategy
-        assert (s.tau, s.theta, s.keep_last, s.lexical_weight, s.sharpness, s.neighbour_weight) == (
-            0.8,
-            1.5,
-            2,
-            0.0,
-            1.0,
-            0.0,
-        )
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        assert {11, 12} <= turns_present(memory.get())
+        params = {"keep_last": 2, "tau": 0.8, "theta": 1.5, "lexical_weight": 0.0, "sharpness": 1.0}
+        params["neighbour_weight"] = 0.0
+        memory = KadaneDialMemory.from_defaults(embed_model=hashing_embedder, **params)
+        assert {name: getattr(memory.strategy, name) for name in params} == params
+        assert {11, 12} <= turns_present(ask(memory))
         with pytest.raises(ConfigurationError):
             KadaneDialMemory.from_defaults(tau=float("nan"))
         with pytest.raises(ConfigurationError):

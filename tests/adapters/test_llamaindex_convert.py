@@ -21,7 +21,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms.llm import ToolSelection
 
-from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, build_context
+from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
 from ctxmgmt.session import select_originals
 from llamaindex_ctxmgmt._convert import (
     ROLE_MAP,
@@ -247,17 +247,19 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     assert [id(m) for m in selected2] == [id(second[first.index(m)]) for m in selected]
 
 
+def _context(converted: list[Message], *blocks: Block) -> Context:
+    """A context of the history's system message (``converted[0]``), then ``blocks``."""
+    return Context(query="q", blocks=[Block("system", messages=(converted[0],)), *blocks])
+
+
 def test_select_originals_text_blocks_become_system_messages():
     history = _history()
     converted = to_messages(history)
-    context = Context(
-        query="q",
-        blocks=[
-            Block("system", messages=(converted[0],)),
-            Block("summary", turns=(0,), text="The user has a cat named Miso."),
-            Block("turns", turns=(1,), messages=converted[3:7]),
-            Block("current", turns=(2,), messages=(converted[7],)),
-        ],
+    context = _context(
+        converted,
+        Block("summary", turns=(0,), text="The user has a cat named Miso."),
+        Block("turns", turns=(1,), messages=converted[3:7]),
+        Block("current", turns=(2,), messages=(converted[7],)),
     )
     selected = select_originals(context, converted, history, system_message)
     assert selected[0] is history[0]
@@ -269,14 +271,11 @@ def test_select_originals_text_blocks_become_system_messages():
 def test_render_context():
     history = _history()
     converted = to_messages(history)
-    context = Context(
-        query="q",
-        blocks=[
-            Block("system", messages=(converted[0],)),
-            Block("turns", turns=(0,), messages=converted[1:3]),
-            Block("summary", text="A summary."),
-            Block("current", turns=(2,), messages=(converted[7],)),
-        ],
+    context = _context(
+        converted,
+        Block("turns", turns=(0,), messages=converted[1:3]),
+        Block("summary", text="A summary."),
+        Block("current", turns=(2,), messages=(converted[7],)),
     )
     text = render_context(context)
     assert text == (

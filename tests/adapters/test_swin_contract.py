@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt import ConfigurationError
@@ -12,39 +12,19 @@ from langchain_ctxmgmt import SWinSummaryBuffer as LCSWinSummaryBuffer
 from llamaindex_ctxmgmt import SWinSummaryBuffer as LISWinSummaryBuffer
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, LangChainMemoryContract, fill
 from tests.adapters.test_llamaindex_contract import (
-    SOURDOUGH_QUERY,
     LlamaIndexMemoryContract,
+    OwnMessagesFirstContract,
     conversation,
-    is_subsequence,
 )
 
 
 class TestLangChainSWinSummaryBuffer(LangChainMemoryContract):
-    @pytest.fixture
-    def memory(self):
-        def make(**overrides):
-            return LCSWinSummaryBuffer(**overrides)
+    memory_class = LCSWinSummaryBuffer
+    strategy_class = SWinStrategy
+    no_argument_defaults = {"window": WINDOW, "overlap": OVERLAP, "gamma": GAMMA}
 
-        return make
-
-    def test_return_messages_and_string_agree(self, memory):
-        """Summarising memories add a SystemMessage; the string form renders it as ``System:``."""
-        as_messages = memory(return_messages=True)
-        as_string = memory(return_messages=False, human_prefix="User", ai_prefix="Bot")
-        fill(as_messages)
-        fill(as_string)
-        messages = as_messages.load_memory_variables({"input": CAT_QUERY})["history"]
-        text = as_string.load_memory_variables({"input": CAT_QUERY})["history"]
-        assert isinstance(messages[0], SystemMessage)
-        prefix = {HumanMessage: "User", SystemMessage: "System"}
-        expected = "\n".join(f"{prefix.get(type(x), 'Bot')}: {x.content}" for x in messages)
-        assert text == expected
-
-    def test_works_with_no_arguments(self):
-        memory = LCSWinSummaryBuffer()
-        assert memory.memory_variables == ["history"]
-        assert (memory.window, memory.overlap, memory.gamma) == (WINDOW, OVERLAP, GAMMA)
-        assert isinstance(memory.strategy, SWinStrategy) and memory.llm_calls == 0
+    def fast_components(self, hashing_embedder):
+        return {}  # nothing to embed; the extractive summariser is fast
 
     def test_summary_then_recent_turns(self, memory):
         m = memory(return_messages=True)
@@ -70,25 +50,12 @@ class TestLangChainSWinSummaryBuffer(LangChainMemoryContract):
         assert isinstance(history[0], SystemMessage) and "marathon" in history[0].content
 
 
-class TestLlamaIndexSWinSummaryBuffer(LlamaIndexMemoryContract):
+class TestLlamaIndexSWinSummaryBuffer(OwnMessagesFirstContract, LlamaIndexMemoryContract):
+    own_messages = 1  # the summary
+
     @pytest.fixture
     def memory(self, hashing_embedder):
         return LISWinSummaryBuffer.from_defaults(embed_model=hashing_embedder)
-
-    def test_get_returns_stored_objects_in_chronological_order(self, memory):
-        """Stored objects come back in order; the only new message is the summary, first."""
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
-        stored = memory.get_all()
-        summary = [m for m in selected if not any(m is s for s in stored)]
-        assert len(summary) == 1 and selected[0] is summary[0]
-        assert summary[0].role == MessageRole.SYSTEM
-        assert is_subsequence(selected[1:], stored)
-
-    def test_summary_message_is_stable(self, memory):
-        memory.put_messages(conversation())
-        assert memory.get(input="x")[0] is memory.get(input="x")[0]
 
     def test_defaults_and_parameters(self):
         memory = LISWinSummaryBuffer()

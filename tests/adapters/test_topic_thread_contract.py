@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from langchain_core.messages import SystemMessage
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.strategies.topic_thread import ALPHA, MAX_SLOT_TURNS, MAX_SLOTS, TAU, TopicThreadStrategy
@@ -20,39 +19,17 @@ from tests.adapters.test_langchain_contract import (
 )
 from tests.adapters.test_llamaindex_contract import (
     SOURDOUGH,
-    SOURDOUGH_QUERY,
     LlamaIndexMemoryContract,
-    conversation,
-    is_subsequence,
+    OwnMessagesFirstContract,
+    ask,
     turns_present,
 )
 
 
 class TestLangChainTopicThreadMemory(LangChainMemoryContract):
-    @pytest.fixture
-    def memory(self, hashing_embedder):
-        def make(**overrides):
-            return LCTopicThreadMemory(embedder=hashing_embedder, **overrides)
-
-        return make
-
-    def test_return_messages_and_string_agree(self, memory):
-        """Thread states come as SystemMessages; the string form renders them as ``System:``."""
-        as_messages = memory(return_messages=True)
-        as_string = memory(return_messages=False, human_prefix="User", ai_prefix="Bot")
-        fill(as_messages)
-        fill(as_string)
-        messages = as_messages.load_memory_variables({"input": CAT_QUERY})["history"]
-        text = as_string.load_memory_variables({"input": CAT_QUERY})["history"]
-        prefix = {HumanMessage: "User", SystemMessage: "System"}
-        expected = "\n".join(f"{prefix.get(type(x), 'Bot')}: {x.content}" for x in messages)
-        assert text == expected
-
-    def test_works_with_no_arguments(self):
-        memory = LCTopicThreadMemory()
-        assert memory.memory_variables == ["history"]
-        assert (memory.tau, memory.alpha, memory.max_slots) == (TAU, ALPHA, MAX_SLOTS)
-        assert isinstance(memory.strategy, TopicThreadStrategy) and memory.llm_calls == 0
+    memory_class = LCTopicThreadMemory
+    strategy_class = TopicThreadStrategy
+    no_argument_defaults = {"tau": TAU, "alpha": ALPHA, "max_slots": MAX_SLOTS}
 
     def test_relevant_thread_is_returned(self, memory):
         m = memory(return_messages=True)
@@ -86,31 +63,13 @@ class TestLangChainTopicThreadMemory(LangChainMemoryContract):
             LCTopicThreadMemory(llm="not a model")
 
 
-class TestLlamaIndexTopicThreadMemory(LlamaIndexMemoryContract):
+class TestLlamaIndexTopicThreadMemory(OwnMessagesFirstContract, LlamaIndexMemoryContract):
     @pytest.fixture
     def memory(self, hashing_embedder):
         return LITopicThreadMemory.from_defaults(embed_model=hashing_embedder)
 
-    def test_get_returns_stored_objects_in_chronological_order(self, memory):
-        """Stored objects come back in order after the thread states (system messages)."""
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        selected = memory.get()
-        stored = memory.get_all()
-        new = [m for m in selected if not any(m is s for s in stored)]
-        assert all(m.role == MessageRole.SYSTEM for m in new)
-        assert selected[: len(new)] == new
-        assert is_subsequence(selected[len(new) :], stored)
-
-    def test_thread_messages_are_stable(self, memory):
-        memory.put_messages(conversation())
-        first, again = memory.get(input=SOURDOUGH_QUERY), memory.get(input=SOURDOUGH_QUERY)
-        assert len(first) == len(again) and all(a is b for a, b in zip(first, again, strict=True))
-
     def test_relevant_turns_selected(self, memory):
-        memory.put_messages(conversation())
-        memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-        assert turns_present(memory.get()) & SOURDOUGH
+        assert turns_present(ask(memory)) & SOURDOUGH
         assert memory.last_context.details["retrieved"]
 
     def test_defaults_and_parameters(self):

@@ -10,14 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.core.memory import Memory
-from llama_index.core.tools import FunctionTool
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.budget import message_tokens
@@ -30,16 +25,13 @@ from llamaindex_ctxmgmt.acm_block import ACMTieredBlock
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer as LIACMTieredBuffer
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS, WEATHER_QUERY, conversation
-from tests.integration.test_langchain_agent import (
-    SYSTEM_PROMPT,
-    assert_received_whole_turns_in_order,
-    assert_tool_calls_paired,
-    get_weather,
-    history,
-    recording_model,
+from tests.integration.test_langchain_agent import arun_agent, history, run_agent
+from tests.integration.test_llamaindex_engines import (
+    RecordingFunctionLLM,
+    ask_block,
+    chat_once,
+    weather_agent,
 )
-from tests.integration.test_llamaindex_engines import RecordingFunctionLLM, RecordingLLM
-from tests.integration.test_llamaindex_engines import get_weather as li_get_weather
 
 
 def lc_tokens(messages: Sequence[BaseMessage]) -> int:
@@ -53,26 +45,22 @@ def li_tokens(messages: Sequence[ChatMessage]) -> int:
 # -- LangChain: create_agent through ACMTieredMiddleware -------------------------------------
 
 
+def histories(times: int) -> list[BaseMessage]:
+    """:func:`history` ``times`` over, with ids made unique."""
+    past = history() * times
+    return [m.model_copy(update={"id": f"{m.id}-{k // len(history())}"}) for k, m in enumerate(past)]
+
+
 def test_agent_model_receives_the_tiers_within_the_budget():
-    past = history() * 2  # 16 turns, two of them tool-call turns
-    past = [m.model_copy(update={"id": f"{m.id}-{k // len(history())}"}) for k, m in enumerate(past)]
-    query = HumanMessage("What should I feed the sourdough starter?", id="q")
-    model = recording_model(["Feed it."])
     middleware = ACMTieredMiddleware(max_tokens=220, entity_extractor=CapitalisedExtractor())
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    # 16 turns, two of them tool-call turns; run_agent checks the system prompt, the question
+    # last, whole turns in order, tool calls paired, the state keeping everything
+    question = "What should I feed the sourdough starter?"
+    received = run_agent(middleware, question, past=histories(2), reply="Feed it.").received
 
-    result = agent.invoke({"messages": [*past, query]})
-
-    (received,) = model.received
-    full = [*past, query]
-    assert received[0].content == SYSTEM_PROMPT
     tiers = [m for m in received[1:] if isinstance(m, SystemMessage)]
     assert tiers and tiers[0].content.startswith(("Entities", "Summary"))
-    assert received[-1].id == "q"
     assert lc_tokens(received) <= 220
-    assert_received_whole_turns_in_order(received, full)
-    assert_tool_calls_paired(received)
-    assert [m.id for m in result["messages"][: len(full)]] == [m.id for m in full]  # state keeps all
     kinds = [b.kind for b in middleware.last_context.blocks]
     assert kinds[0] == "system" and kinds[-1] == "current" and "turns" in kinds
     assert "EEC tier" in middleware.explain()
@@ -80,14 +68,9 @@ def test_agent_model_receives_the_tiers_within_the_budget():
 
 async def test_agent_async_recalls_the_turn_behind_a_mentioned_entity():
     middleware = ACMTieredMiddleware(max_tokens=400, entity_extractor=CapitalisedExtractor())
-    model = recording_model(["Miso."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
-    past = history() * 3
-    past = [m.model_copy(update={"id": f"{m.id}-{k // len(history())}"}) for k, m in enumerate(past)]
 
-    await agent.ainvoke({"messages": [*past, HumanMessage("Is Miso still grey?", id="q")]})
+    received = (await arun_agent(middleware, "Is Miso still grey?", past=histories(3))).received
 
-    (received,) = model.received
     assert any(isinstance(m, HumanMessage) and "named Miso" in m.content for m in received)
     assert "Miso" in middleware.last_context.details["mentioned"]
     assert middleware.last_context.details["recalled"]
@@ -120,18 +103,12 @@ def test_classic_memory_with_an_llm_summarizer():
 
 def test_simple_chat_engine_with_spacy_entities():
     memory = LIACMTieredBuffer.from_defaults(token_limit=250, chat_history=conversation() * 2)
-    llm = RecordingLLM()
-    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt="Be brief.")
 
-    engine.chat(SOURDOUGH_QUERY)
+    sent = chat_once(memory)  # checks the system prompt, the question last, the store lossless
 
-    (sent,) = llm.received
-    assert sent[0].content == "Be brief."
     assert sent[1].role == MessageRole.SYSTEM and sent[1].content.startswith(("Entities", "Summary"))
-    assert sent[-1].content == SOURDOUGH_QUERY
     assert li_tokens(sent) <= 250
     assert memory.strategy.entities and all(e.label for e in memory.strategy.entities)
-    assert len(memory.get_all()) == 2 * 28 + 2  # lossless
     assert memory.llm_calls == 0
 
 
@@ -140,8 +117,7 @@ async def test_function_agent_with_tool_calls_within_the_budget():
         token_limit=300, chat_history=conversation(), entity_extractor=CapitalisedExtractor()
     )
     llm = RecordingFunctionLLM()
-    agent = FunctionAgent(tools=[FunctionTool.from_defaults(fn=li_get_weather)], llm=llm, system_prompt="Hi.")
-    await agent.run(user_msg=WEATHER_QUERY, memory=memory)
+    await weather_agent(llm, system_prompt="Hi.").run(user_msg=WEATHER_QUERY, memory=memory)
     assert len(llm.received) == 2
     # the agent's own system prompt (and, on the second call, its scratchpad) is outside the memory
     assert llm.received[0][0].content == "Hi." and li_tokens(llm.received[0][1:]) <= 300
@@ -158,17 +134,7 @@ async def test_function_agent_with_tool_calls_within_the_budget():
 
 async def test_memory_block_returns_the_tiers():
     block = ACMTieredBlock(token_limit=120, entity_extractor=CapitalisedExtractor())
-    memory = Memory.from_defaults(
-        session_id="s1",
-        token_limit=400,
-        chat_history_token_ratio=0.4,
-        token_flush_size=60,
-        memory_blocks=[block],
-        async_database_uri="sqlite+aiosqlite:///:memory:",
-    )
-    await memory.aput_messages(conversation() * 2)
-    await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-    result = await memory.aget()
+    result = await ask_block(block, conversation() * 2)
     assert result[0].role == MessageRole.SYSTEM and "<acm_tiers>" in result[0].content
     assert result[-1].content == SOURDOUGH_QUERY
     assert block.last_context is not None and block.last_context.tokens <= 120

@@ -8,19 +8,9 @@ the model actually received.
 
 from __future__ import annotations
 
-from typing import Any
-
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
-from llama_index.core.agent.workflow import FunctionAgent
-from llama_index.core.base.llms.types import ChatMessage, CompletionResponse, MessageRole
-from llama_index.core.bridge.pydantic import Field
-from llama_index.core.chat_engine import SimpleChatEngine
+from langchain_core.messages import SystemMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms import MockLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
-from llama_index.core.memory import Memory
-from llama_index.core.tools import FunctionTool
 
 from langchain_ctxmgmt import DiscourseTreeMemory as LCDiscourseTreeMemory
 from langchain_ctxmgmt import DiscourseTreeMiddleware
@@ -36,65 +26,35 @@ from tests.adapters.test_llamaindex_contract import (
 )
 from tests.integration.test_langchain_agent import (
     CAT,
-    SYSTEM_PROMPT,
-    assert_received_whole_turns_in_order,
-    assert_tool_calls_paired,
-    get_weather,
-    history,
-    recording_model,
+    RecordingFakeListChatModel,
+    arun_agent,
+    run_agent,
     sent_turn_indices,
 )
-from tests.integration.test_llamaindex_engines import RecordingFunctionLLM, RecordingLLM
-from tests.integration.test_llamaindex_engines import get_weather as li_get_weather
+from tests.integration.test_llamaindex_engines import (
+    PromptRecordingLLM,
+    RecordingFunctionLLM,
+    ask_block,
+    chat_once,
+    weather_agent,
+)
 
 CAT_QUESTION = "What name did I give the grey cat from the shelter?"
-
-
-class RecordingFakeListChatModel(FakeListChatModel):
-    """FakeListChatModel that records the prompts it is sent."""
-
-    prompts: list[str] = Field(default_factory=list)
-
-    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
-        self.prompts.append(messages[-1].content)
-        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-
-class DecisionMockLLM(MockLLM):
-    """MockLLM whose ``complete`` records the prompt and answers with a fixed JSON decision."""
-
-    prompts: list[str] = Field(default_factory=list, exclude=True)
-    answer: str = '{"action": "create"}'
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        self.prompts.append(prompt)
-        return CompletionResponse(text=self.answer)
 
 
 # -- LangChain -----------------------------------------------------------------------------------
 
 
 def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
-    past = history()  # 8 one-topic turns; turn 3 is a tool-call turn
-    query = HumanMessage(CAT_QUESTION, id="q")
-    model = recording_model(["Miso."])
     middleware = DiscourseTreeMiddleware(embedder=hashing_embedder)
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    # history(): 8 one-topic turns, turn 3 a tool-call turn; run_agent checks the system prompt,
+    # the question last, whole turns in order, tool calls paired, the state keeping everything
+    received, full, _ = run_agent(middleware, CAT_QUESTION)
 
-    result = agent.invoke({"messages": [*past, query]})
-
-    (received,) = model.received
-    full = [*past, query]
-    assert isinstance(received[0], SystemMessage) and received[0].content == SYSTEM_PROMPT
     summary = received[1]
     assert isinstance(summary, SystemMessage) and summary.content.startswith("Summaries of the other topics")
     assert "Lisbon" in summary.content and "Miso" not in summary.content  # the cat topic is verbatim
     assert sent_turn_indices(received[2:], full) == [CAT, 8]
-    assert received[-1].id == "q"
-    assert_received_whole_turns_in_order(received, full)
-    assert_tool_calls_paired(received)
-    assert [m.id for m in result["messages"][: len(full)]] == [m.id for m in full]
     context = middleware.last_context
     assert [b.kind for b in context.blocks] == ["system", "summary", "turns", "current"]
     assert context.details["plan"]["topic"]["action"] == "switch"
@@ -105,12 +65,9 @@ def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
 async def test_agent_async_with_an_llm_decider(hashing_embedder):
     decider_model = RecordingFakeListChatModel(responses=['{"action": "switch", "topic": 0}'])
     middleware = DiscourseTreeMiddleware(embedder=hashing_embedder, llm=decider_model, max_tokens=2000)
-    model = recording_model(["Miso."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
 
-    await agent.ainvoke({"messages": [*history(), HumanMessage(CAT_QUESTION, id="q")]})
+    received = (await arun_agent(middleware, CAT_QUESTION)).received
 
-    (received,) = model.received
     assert received[2].id == f"t{CAT}-h"  # the LLM sent the query back to topic 1 (the cat)
     # 8 history turns placed (7 decisions after the first) plus the query: FakeListChatModel cycles
     assert middleware.llm_calls == len(decider_model.prompts) >= 8
@@ -141,23 +98,17 @@ def test_classic_memory_in_a_loop_branches_and_returns(default_embedder):
 
 def test_simple_chat_engine_receives_summaries_and_the_sourdough_thread(default_embedder):
     memory = LIDiscourseTreeMemory.from_defaults(chat_history=conversation(), embed_model=default_embedder)
-    llm = RecordingLLM()
-    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt="Be brief.")
 
-    engine.chat(SOURDOUGH_QUERY)
+    sent = chat_once(memory)  # checks the system prompt, the question last, the store lossless
 
-    (sent,) = llm.received
-    assert sent[0].role == MessageRole.SYSTEM and sent[0].content == "Be brief."
     assert sent[1].role == MessageRole.SYSTEM and sent[1].content.startswith("Summaries of the other topics")
     assert "marathon" in sent[1].content.lower()
     assert turns_present(sent) == SOURDOUGH
-    assert sent[-1].content == SOURDOUGH_QUERY
-    assert len(memory.get_all()) == 28 + 2  # lossless
     assert memory.llm_calls == 0
 
 
 def test_llamaindex_llm_decider_with_mock_llm(hashing_embedder):
-    llm = DecisionMockLLM()
+    llm = PromptRecordingLLM(answer='{"action": "create"}')
     memory = LIDiscourseTreeMemory.from_defaults(llm=llm, embed_model=hashing_embedder)
     memory.put_messages(conversation()[:6])  # 3 turns
     memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
@@ -183,10 +134,7 @@ def test_plain_mock_llm_echo_falls_back_to_the_embedded_decider(hashing_embedder
 async def test_function_agent_with_a_tool_call(hashing_embedder):
     memory = LIDiscourseTreeMemory.from_defaults(chat_history=conversation(), embed_model=hashing_embedder)
     llm = RecordingFunctionLLM()
-    agent = FunctionAgent(
-        tools=[FunctionTool.from_defaults(fn=li_get_weather)], llm=llm, system_prompt=SYSTEM_PROMPT
-    )
-    result = await agent.run(user_msg=WEATHER_QUERY, memory=memory)
+    result = await weather_agent(llm).run(user_msg=WEATHER_QUERY, memory=memory)
     assert str(result) == "Weather report: Oslo: -2 C, heavy snow"
     first, second = llm.received
     assert first[-1].content == WEATHER_QUERY
@@ -198,23 +146,9 @@ async def test_function_agent_with_a_tool_call(hashing_embedder):
     assert len(memory.get_all()) == 28 + 4
 
 
-def _memory(block: DiscourseTreeBlock) -> Memory:
-    return Memory.from_defaults(
-        session_id="s1",
-        token_limit=400,
-        chat_history_token_ratio=0.4,
-        token_flush_size=60,
-        memory_blocks=[block],
-        async_database_uri="sqlite+aiosqlite:///:memory:",
-    )
-
-
 async def test_memory_block_returns_summaries_and_the_thread(default_embedder):
     block = DiscourseTreeBlock(embed_model=default_embedder)
-    memory = _memory(block)
-    await memory.aput_messages(conversation())
-    await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-    result = await memory.aget()
+    result = await ask_block(block)
     assert result[0].role == MessageRole.SYSTEM
     assert "<discourse_tree>" in result[0].content and "Topic" in result[0].content
     assert TOPIC_TURNS[0][0] in result[0].content  # the sourdough thread, verbatim in the text

@@ -7,11 +7,11 @@ model received, while the agent state must still hold the whole conversation.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -41,6 +41,16 @@ class RecordingChatModel(GenericFakeChatModel):
 
 def recording_model(replies: list[AIMessage | str]) -> RecordingChatModel:
     return RecordingChatModel(messages=iter(replies))
+
+
+class RecordingFakeListChatModel(FakeListChatModel):
+    """FakeListChatModel that records the prompts it is sent (as a summariser, compressor, decider)."""
+
+    prompts: list[str] = Field(default_factory=list)
+
+    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
+        self.prompts.append(messages[-1].content)
+        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 @tool
@@ -136,75 +146,96 @@ def sent_turn_indices(received: list[BaseMessage], full: list[BaseMessage]) -> l
     return [i for i, turn in enumerate(turns_of(full)) if any(m.id in ids for m in turn)]
 
 
+class AgentRun(NamedTuple):
+    received: list[BaseMessage]  # what the model was sent (its only call)
+    full: list[BaseMessage]  # the conversation: the past, then the question
+    result: dict[str, Any]  # the agent's final state
+
+
+def _agent(middleware: Any, question: str, past: list[BaseMessage] | None, reply: str):
+    full = [*(history() if past is None else past), HumanMessage(question, id="q")]
+    model = recording_model([reply])
+    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    return model, agent, full
+
+
+def _checked(model: RecordingChatModel, full: list[BaseMessage], result: dict[str, Any]) -> AgentRun:
+    """What every middleware must do in a one-call agent run; the run, for the test's own checks."""
+    (received,) = model.received
+    assert isinstance(received[0], SystemMessage) and received[0].content == SYSTEM_PROMPT
+    assert received[-1].id == "q"
+    assert_received_whole_turns_in_order(received, full)
+    assert_tool_calls_paired(received)
+    assert [m.id for m in result["messages"][: len(full)]] == [m.id for m in full]  # the state keeps all
+    return AgentRun(received, full, result)
+
+
+def run_agent(
+    middleware: Any, question: str, past: list[BaseMessage] | None = None, reply: str = "Miso."
+) -> AgentRun:
+    """``create_agent`` (system prompt, ``get_weather``) through ``middleware`` on ``past`` (default
+    :func:`history`) and the question (id ``q``), answered by a recording model in one call.
+
+    Asserts what holds for every middleware: the system prompt first, the question last, whole
+    turns of the conversation in order, tool calls paired, the whole conversation in the state.
+    """
+    model, agent, full = _agent(middleware, question, past, reply)
+    return _checked(model, full, agent.invoke({"messages": full}))
+
+
+async def arun_agent(
+    middleware: Any, question: str, past: list[BaseMessage] | None = None, reply: str = "Miso."
+) -> AgentRun:
+    """:func:`run_agent` through ``ainvoke``."""
+    model, agent, full = _agent(middleware, question, past, reply)
+    return _checked(model, full, await agent.ainvoke({"messages": full}))
+
+
 @pytest.fixture
 def middleware(hashing_embedder):
     return KadaneDialMiddleware(embedder=hashing_embedder)
 
 
 def test_model_receives_only_the_relevant_turns_and_the_state_keeps_everything(middleware):
-    past = history()
-    query = HumanMessage("What name did I give the grey cat I adopted from the shelter?", id="q")
-    model = recording_model(["Your grey cat is called Miso."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    question = "What name did I give the grey cat I adopted from the shelter?"
+    # run_agent checks the system prompt first, the question last, whole turns, the state
+    received, full, result = run_agent(middleware, question, reply="Your grey cat is called Miso.")
 
-    result = agent.invoke({"messages": [*past, query]})
-
-    (received,) = model.received
-    full = [*past, query]
-    # the system prompt exactly once, first; the new question last
-    assert [type(m) for m in received].count(SystemMessage) == 1
-    assert received[0].content == SYSTEM_PROMPT
-    assert received[-1].id == "q"
+    assert [type(m) for m in received].count(SystemMessage) == 1  # the system prompt exactly once
     # the cat turn is there, verbatim; at most one other turn (KadaneDial's last span)
     sent = sent_turn_indices(received[:-1], full)
     assert CAT in sent
     assert len(sent) <= 2, sent
     assert WEATHER not in sent
-    assert_received_whole_turns_in_order(received, full)
     # what was sent is the original objects' content, ids and all
     originals = {m.id: m for m in full}
     assert all(m == originals[m.id] for m in received[1:])
     # the agent state keeps the whole history plus the answer
-    assert [m.id for m in result["messages"][: len(full)]] == [m.id for m in full]
     assert len(result["messages"]) == len(full) + 1
     assert result["messages"][-1].content == "Your grey cat is called Miso."
     # inspection
-    assert middleware.last_context.query == query.content
+    assert middleware.last_context.query == question
     assert "kadanedial" in middleware.explain()
     assert middleware.last_context.tokens < middleware.last_context.history_tokens / 2
 
 
 def test_tool_call_and_result_are_kept_together(middleware):
-    past = history()
-    query = HumanMessage("Will it be sunny in Lisbon today? What was the weather forecast?", id="q")
-    model = recording_model(["Yes, sunny."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    question = "Will it be sunny in Lisbon today? What was the weather forecast?"
+    received, full, _ = run_agent(middleware, question, reply="Yes, sunny.")  # checks calls paired
 
-    agent.invoke({"messages": [*past, query]})
-
-    (received,) = model.received
-    full = [*past, query]
     ids = [m.id for m in received]
     assert ["w-h", "w-call", "w-tool", "w-a"] == [i for i in ids if i and i.startswith("w-")]
     assert WEATHER in sent_turn_indices(received, full)
-    assert_tool_calls_paired(received)
-    assert_received_whole_turns_in_order(received, full)
 
 
 def test_tool_call_and_result_are_dropped_together(middleware):
-    past = history()
-    query = HumanMessage("Which guitar chords should I learn first for the folk song?", id="q")
-    model = recording_model(["G, C and D."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    question = "Which guitar chords should I learn first for the folk song?"
+    received = run_agent(middleware, question, reply="G, C and D.").received  # checks calls paired
 
-    agent.invoke({"messages": [*past, query]})
-
-    (received,) = model.received
     ids = {m.id for m in received}
     assert not ids & {"w-h", "w-call", "w-tool", "w-a"}
     assert "t3-h" in ids and "t3-a" in ids  # the guitar turn
     assert not any(isinstance(m, ToolMessage) for m in received)
-    assert_tool_calls_paired(received)
 
 
 def test_tool_loop_in_the_current_turn_is_sent_whole(middleware):
@@ -280,10 +311,6 @@ def test_checkpointed_conversation_over_several_invokes(middleware):
 
 
 async def test_async_agent(middleware, monkeypatch):
-    past = history()
-    query = HumanMessage("What name did I give the grey cat I adopted from the shelter?", id="q")
-    model = recording_model(["Miso."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
     threads: list[threading.Thread] = []
     select = middleware.select_messages
 
@@ -293,14 +320,12 @@ async def test_async_agent(middleware, monkeypatch):
 
     monkeypatch.setattr(middleware, "select_messages", recording_select)
 
-    result = await agent.ainvoke({"messages": [*past, query]})
+    question = "What name did I give the grey cat I adopted from the shelter?"
+    received, full, result = await arun_agent(middleware, question)  # checks whole turns in order
 
-    (received,) = model.received
-    full = [*past, query]
     assert threads and threads[0] is not threading.main_thread()  # awrap_model_call, off the loop
     assert CAT in sent_turn_indices(received[1:-1], full)
     assert len(sent_turn_indices(received[1:-1], full)) <= 2
-    assert_received_whole_turns_in_order(received, full)
     assert len(result["messages"]) == len(full) + 1
 
 
@@ -339,14 +364,10 @@ def test_budget_is_respected(hashing_embedder):
     middleware = KadaneDialMiddleware(
         embedder=hashing_embedder, max_tokens=budget, token_counter=words, tau=0.0
     )
-    model = recording_model(["Miso."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
-    agent.invoke({"messages": [*history(), HumanMessage("What is my grey cat called?", id="q")]})
-    (received,) = model.received
+    received = run_agent(middleware, "What is my grey cat called?").received  # system prompt to question
     assert sum(words(m.content) + 4 for m in received) <= budget
     assert middleware.last_context.tokens <= budget
     assert middleware.last_context.details["dropped"]  # the budget did cut something
-    assert received[0].content == SYSTEM_PROMPT and received[-1].id == "q"
     assert [m.id for m in received[1:3]] == ["t0-h", "t0-a"]  # the most relevant turn survives
 
 
@@ -401,14 +422,10 @@ def test_real_embeddings_select_the_relevant_turn(default_embedder):
     past: list[BaseMessage] = []
     for i, (human, ai) in enumerate(conversation):
         past += [HumanMessage(human, id=f"r{i}-h"), AIMessage(ai, id=f"r{i}-a")]
-    query = HumanMessage("Which vaccinations does a young kitten need at the vet?", id="q")
     middleware = KadaneDialMiddleware(embedder=default_embedder)
-    model = recording_model(["Core vaccines."])
-    agent = create_agent(model, [get_weather], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
+    question = "Which vaccinations does a young kitten need at the vet?"
+    received = run_agent(middleware, question, past=past, reply="Core vaccines.").received
 
-    agent.invoke({"messages": [*past, query]})
-
-    (received,) = model.received
     ids = [m.id for m in received[1:]]
     assert ids[:2] == ["r0-h", "r0-a"]
     assert len(ids) <= 5  # the pet turn, at most one more turn, the question

@@ -12,31 +12,8 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from pydantic import Field
 
 from langchain_ctxmgmt import KadaneDialMemory
+from tests.integration.test_langchain_agent import PAIRS
 
-PAIRS: list[tuple[str, str]] = [
-    ("I adopted a grey cat named Miso from the shelter.", "Miso is a lovely name for a grey shelter cat!"),
-    (
-        "My sourdough starter smells like acetone.",
-        "An acetone smell means the starter is hungry; feed it more often.",
-    ),
-    (
-        "The car engine makes a rattling noise when cold.",
-        "A cold engine rattle often comes from a loose heat shield.",
-    ),
-    (
-        "I am learning guitar chords for a folk song.",
-        "Start with G, C and D chords; most folk songs use them.",
-    ),
-    (
-        "My tax return needs receipts for charity donations.",
-        "Keep donation receipts for the deduction on your return.",
-    ),
-    ("We are repainting the kitchen walls grey.", "Grey kitchen walls pair well with white cabinets."),
-    (
-        "My marathon training plan peaks at 32 kilometres.",
-        "A 32 kilometre long run is a sensible marathon peak.",
-    ),
-]
 QUERY = "What name did I give the grey cat I adopted from the shelter?"
 ANSWER = "Your grey cat is called Miso."
 

@@ -75,6 +75,23 @@ class RecordingLLM(MockLLM):
         return CompletionResponse(text=match.group(1) if match else "Here is my answer.")
 
 
+class PromptRecordingLLM(MockLLM):
+    """MockLLM whose ``complete`` records the prompt and gives one answer (default: a summary item)."""
+
+    prompts: list[str] = Field(default_factory=list, exclude=True)
+    answer: str = "- The user bakes sourdough bread with a rye starter."
+
+    def __init__(self, answer: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # MockLLM takes no field values
+        if answer is not None:
+            self.answer = answer
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        return CompletionResponse(text=self.answer)
+
+
 class RecordingFunctionLLM(MockFunctionCallingLLM):
     """MockFunctionCallingLLM that calls ``get_weather`` for weather questions and records its inputs."""
 
@@ -137,6 +154,29 @@ def has_old_tool_call(messages: Sequence[ChatMessage]) -> tuple[bool, bool]:
         for m in messages
     )
     return call, result
+
+
+def chat_once(memory: Any, query: str = SOURDOUGH_QUERY) -> list[ChatMessage]:
+    """One ``SimpleChatEngine`` exchange (system prompt, ``query``) over ``memory``: what the LLM got.
+
+    Asserts what holds for every memory: one LLM call, the system prompt first, the question
+    last, and the memory stores both the question and the answer (the history is lossless).
+    """
+    before = len(memory.get_all())
+    llm = RecordingLLM()
+    SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt=SYSTEM_PROMPT).chat(query)
+    (sent,) = llm.received
+    assert sent[0].role == MessageRole.SYSTEM and sent[0].content == SYSTEM_PROMPT
+    assert sent[-1].role == MessageRole.USER and sent[-1].content == query
+    assert len(memory.get_all()) == before + 2
+    return sent
+
+
+def weather_agent(llm: RecordingFunctionLLM, system_prompt: str = SYSTEM_PROMPT) -> FunctionAgent:
+    """A ``FunctionAgent`` with the ``get_weather`` tool."""
+    return FunctionAgent(
+        tools=[FunctionTool.from_defaults(fn=get_weather)], llm=llm, system_prompt=system_prompt
+    )
 
 
 @pytest.fixture
@@ -267,10 +307,7 @@ async def test_condense_plus_context_chat_engine_async(memory):
 
 async def test_function_agent_without_a_tool_call(memory):
     llm = RecordingFunctionLLM()
-    agent = FunctionAgent(
-        tools=[FunctionTool.from_defaults(fn=get_weather)], llm=llm, system_prompt=SYSTEM_PROMPT
-    )
-    result = await agent.run(user_msg=SOURDOUGH_QUERY, memory=memory)
+    result = await weather_agent(llm).run(user_msg=SOURDOUGH_QUERY, memory=memory)
     assert str(result) == "Here is my answer."
     (sent,) = llm.received
     assert sent[0].content == SYSTEM_PROMPT and sent[-1].content == SOURDOUGH_QUERY
@@ -281,9 +318,7 @@ async def test_function_agent_without_a_tool_call(memory):
 
 async def test_function_agent_with_tool_calls(memory):
     llm = RecordingFunctionLLM()
-    agent = FunctionAgent(
-        tools=[FunctionTool.from_defaults(fn=get_weather)], llm=llm, system_prompt=SYSTEM_PROMPT
-    )
+    agent = weather_agent(llm)
     result = await agent.run(user_msg=WEATHER_QUERY, memory=memory)
     assert str(result) == "Weather report: Oslo: -2 C, heavy snow"
 
@@ -323,7 +358,8 @@ async def test_function_agent_with_tool_calls(memory):
 # -- Memory with KadaneDialBlock: flushed turns come back when relevant -----------------------
 
 
-def _memory_with_block(block: KadaneDialBlock, **kwargs: Any) -> Memory:
+def memory_with_block(block: Any, **kwargs: Any) -> Memory:
+    """A LlamaIndex ``Memory`` (400 tokens, flushing 60 at a time) with ``block`` as its memory block."""
     return Memory.from_defaults(
         session_id="session-1",
         token_limit=kwargs.pop("token_limit", 400),
@@ -335,9 +371,18 @@ def _memory_with_block(block: KadaneDialBlock, **kwargs: Any) -> Memory:
     )
 
 
+async def ask_block(block: Any, history: list[ChatMessage] | None = None, **kwargs: Any) -> list[ChatMessage]:
+    """Put ``history`` (default the conversation) and the sourdough question into a ``Memory`` with
+    ``block`` (see :func:`memory_with_block` for ``kwargs``); what its ``aget()`` returns."""
+    memory = memory_with_block(block, **kwargs)
+    await memory.aput_messages(conversation() if history is None else history)
+    await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
+    return await memory.aget()
+
+
 async def test_memory_block_brings_back_relevant_flushed_turns(hashing_embedder):
     block = KadaneDialBlock(embed_model=hashing_embedder)
-    memory = _memory_with_block(block)
+    memory = memory_with_block(block)
     history = conversation()
     await memory.aput_messages(history)
     active = await memory.aget_all(status=MessageStatus.ACTIVE)
@@ -366,29 +411,22 @@ async def test_memory_block_brings_back_relevant_flushed_turns(hashing_embedder)
 
 async def test_memory_block_text_output(hashing_embedder):
     block = KadaneDialBlock(embed_model=hashing_embedder, output="text")
-    memory = _memory_with_block(block)
-    await memory.aput_messages(conversation())
-    await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-    result = await memory.aget()
+    result = await ask_block(block)
     assert result[0].role == MessageRole.SYSTEM
     text = result[0].content
     assert "<kadanedial_memory>" in text and block.text_header in text
     assert "rye flour" in text  # the first sourdough turn, flushed long ago
     assert "pandas" not in text
 
-    user_memory = _memory_with_block(
-        KadaneDialBlock(embed_model=hashing_embedder, output="text"), insert_method=InsertMethod.USER
-    )
-    await user_memory.aput_messages(conversation())
-    await user_memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
-    result = await user_memory.aget()
+    block = KadaneDialBlock(embed_model=hashing_embedder, output="text")
+    result = await ask_block(block, insert_method=InsertMethod.USER)
     assert result[-1].role == MessageRole.USER
     assert "rye flour" in result[-1].content and SOURDOUGH_QUERY in result[-1].content
 
 
 async def test_memory_block_is_truncated_by_reselection(hashing_embedder):
     async def recalled(block: KadaneDialBlock, token_limit: int) -> set[int]:
-        memory = _memory_with_block(block)
+        memory = memory_with_block(block)
         await memory.aput_messages(conversation())
         await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
         memory.token_limit = token_limit  # the queue stays as it is; the blocks must fit the rest

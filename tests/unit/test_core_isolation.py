@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-FORBIDDEN = ["langchain_core", "langchain", "llama_index", "torch"]
+FORBIDDEN = ["langchain_core", "langchain", "llama_index", "torch", "psycopg", "psycopg_pool"]
 
 SCRIPT = textwrap.dedent(
     """
@@ -17,6 +17,8 @@ SCRIPT = textwrap.dedent(
     import numpy as np
 
     import ctxmgmt
+    import ctxmgmt.sessions
+    import ctxmgmt.store
     from ctxmgmt import ConversationMemory, KadaneDialStrategy, Message, build_context
 
 

@@ -7,28 +7,15 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxmgmt import ConfigurationError, KadaneDialStrategy, Message, group_turns, kadane_dial
 from ctxmgmt.budget import messages_tokens
 from ctxmgmt.lexical import scores_for
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS
+from tests.helpers import PROPERTY_WITH_FIXTURE, TOPICS
 
-TOPICS = [
-    ("How long should I boil spaghetti pasta?", "Boil spaghetti pasta nine minutes in salted water."),
-    ("Which sauce goes with spaghetti pasta?", "A tomato basil sauce suits spaghetti pasta well."),
-    ("Should the pasta water be salted?", "Yes, salt the pasta water generously before the spaghetti."),
-    ("My car engine makes a rattling noise.", "A rattling engine noise can mean loose heat shields."),
-    ("Could the car exhaust cause the rattling?", "Yes, a loose exhaust bracket rattles under the car."),
-    ("How much does a car mechanic charge?", "A mechanic charges about one hundred dollars per hour."),
-    ("When do I plant tomato seedlings in the garden?", "Plant tomato seedlings outdoors after last frost."),
-    ("How often should I water garden tomatoes?", "Water garden tomatoes deeply twice weekly."),
-    ("Do tomato plants need stakes?", "Stakes or cages keep tomato plants upright in the garden."),
-    ("How do I reverse a list in python?", "Call reversed() or use slicing in python."),
-    ("What is a python dictionary comprehension?", "It builds a python dict in one expression."),
-    ("How do I read a file in python?", "Use open() in a with block in python to read a file."),
-]
 N = len(TOPICS)
 
 QUERIES = {
@@ -84,36 +71,35 @@ def check_blocks(strategy: KadaneDialStrategy, context) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+def assert_selects_topic(context, topic: tuple[int, int], signal: str) -> None:
+    """Every turn of ``topic`` is selected, at most one other turn, and on ``signal`` (a list of
+    ``context.details``) the topic's turns score above every other turn."""
+    start, end = topic
+    topic_turns = set(range(start, end + 1))
+    assert topic_turns <= set(context.turn_indices)
+    assert len(set(context.turn_indices) - topic_turns) <= 1
+    values = np.asarray(context.details[signal])
+    assert values[start : end + 1].min() > np.delete(values, list(topic_turns)).max()
+
+
 @pytest.mark.parametrize(("query", "topic"), list(QUERIES.items()))
 def test_paper_query_selects_its_topic(hashing_embedder, query, topic) -> None:
     strategy = make_paper(hashing_embedder)
     context = strategy.select(query)
-    start, end = topic
-    topic_turns = set(range(start, end + 1))
-    # The first (best) pass is exactly the topic's turns.
-    assert context.details["spans"][0] == [start, end]
-    assert topic_turns <= set(context.turn_indices)
-    # Beyond it, only the one span whose gain first fell below theta.
-    others = set(context.turn_indices) - topic_turns
-    assert len(others) <= 1
+    # The first (best) pass is exactly the topic's turns; beyond it, only the one span whose
+    # gain first fell below theta; the topic's turns score above every other turn.
+    assert context.details["spans"][0] == list(topic)
     assert context.details["span_gains"][0] >= strategy.theta
-    # The topic's turns score above every other turn.
-    scores = np.asarray(context.details["scores"])
-    assert scores[start : end + 1].min() > np.delete(scores, list(topic_turns)).max()
+    assert_selects_topic(context, topic, "scores")
 
 
 @pytest.mark.parametrize(("query", "topic"), list(QUERIES.items()))
 def test_default_query_selects_its_topic(hashing_embedder, query, topic) -> None:
-    strategy = make(hashing_embedder)
-    context = strategy.select(query)
+    context = make(hashing_embedder).select(query)
     start, end = topic
-    topic_turns = set(range(start, end + 1))
     first = context.details["spans"][0]
     assert start <= first[0] < first[1] <= end  # the best pass is inside the topic
-    assert topic_turns <= set(context.turn_indices)
-    assert len(set(context.turn_indices) - topic_turns) <= 1
-    relevance = np.asarray(context.details["relevance"])
-    assert relevance[start : end + 1].min() > np.delete(relevance, list(topic_turns)).max()
+    assert_selects_topic(context, topic, "relevance")
 
 
 def test_selection_matches_kadane_dial_on_the_scores(hashing_embedder) -> None:
@@ -202,12 +188,7 @@ def test_block_reason_names_the_span(hashing_embedder) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@settings(
-    database=None,
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@PROPERTY_WITH_FIXTURE
 @given(
     budget=st.integers(min_value=0, max_value=500),
     query=st.sampled_from([*QUERIES, "tomato pasta", "zebra"]),

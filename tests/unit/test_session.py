@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxmgmt import (
@@ -21,21 +21,7 @@ from ctxmgmt import (
 from ctxmgmt.budget import check_budget, message_tokens, messages_tokens, turn_tokens
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
 from ctxmgmt.session import infer_query, split_current, sync_strategy
-
-TOPICS = [
-    ("How long should I boil spaghetti pasta?", "Boil spaghetti pasta nine minutes in salted water."),
-    ("Which sauce goes with spaghetti pasta?", "A tomato basil sauce suits spaghetti pasta well."),
-    ("Should the pasta water be salted?", "Yes, salt the pasta water generously before the spaghetti."),
-    ("My car engine makes a rattling noise.", "A rattling engine noise can mean loose heat shields."),
-    ("Could the car exhaust cause the rattling?", "Yes, a loose exhaust bracket rattles under the car."),
-    ("How much does a car mechanic charge?", "A mechanic charges about one hundred dollars per hour."),
-    ("When do I plant tomato seedlings in the garden?", "Plant the seedlings outdoors after the last frost."),
-    ("How often should I water garden tomatoes?", "Water garden tomatoes deeply twice weekly."),
-    ("Do tomato plants need stakes?", "Stakes or cages keep tomato plants upright in the garden."),
-    ("How do I reverse a list in python?", "Call reversed() or use slicing in python."),
-    ("What is a python dictionary comprehension?", "It builds a python dict in one expression."),
-    ("How do I read a file in python?", "Use open() in a with block in python to read a file."),
-]
+from tests.helpers import PROPERTY_WITH_FIXTURE, TOPICS
 
 SYSTEM = Message("system", "You are a helpful assistant. Answer briefly.")
 
@@ -200,12 +186,7 @@ def test_no_user_message_respects_budget(strategy) -> None:
 QUERIES = [None, "spaghetti pasta", "car engine rattling", "garden tomato plants", "python", "unrelated"]
 
 
-@settings(
-    database=None,
-    max_examples=150,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@PROPERTY_WITH_FIXTURE
 @given(
     budget=st.integers(min_value=1, max_value=700),
     query=st.sampled_from(QUERIES),

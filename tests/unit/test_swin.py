@@ -42,6 +42,18 @@ class Recording:
         return [f"Alice went to cities {' '.join(numbers)} (window {len(self.windows)})"]
 
 
+class Gated(Recording):
+    """A Recording summarizer whose every summary first waits (up to 5 s) for ``gate``."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    def summarize(self, previous, window_text):
+        self.gate.wait(5)
+        return super().summarize(previous, window_text)
+
+
 def turns_in(window_text: str) -> list[int]:
     return [int(line.split("Turn ")[1].split(":")[0]) for line in window_text.splitlines() if "Turn " in line]
 
@@ -192,15 +204,9 @@ def test_reset_forgets_everything():
 
 def test_background_equals_sync_after_flush():
     slow = threading.Event()
-
-    class Slow(Recording):
-        def summarize(self, previous, window_text):
-            slow.wait(5)
-            return super().summarize(previous, window_text)
-
     sync_rec = Recording()
     sync = SWinStrategy(summarizer=sync_rec, token_counter=words)
-    bg_rec = Slow()
+    bg_rec = Gated(slow)
     bg = SWinStrategy(summarizer=bg_rec, token_counter=words, background=True)
     turns = [turn(i) for i in range(22)]
     sync.add_many(turns)
@@ -218,13 +224,7 @@ def test_background_equals_sync_after_flush():
 
 def test_background_reset_drops_pending_windows():
     gate = threading.Event()
-
-    class Gated(Recording):
-        def summarize(self, previous, window_text):
-            gate.wait(5)
-            return super().summarize(previous, window_text)
-
-    s = SWinStrategy(summarizer=Gated(), token_counter=words, background=True)
+    s = SWinStrategy(summarizer=Gated(gate), token_counter=words, background=True)
     s.add_many([turn(i) for i in range(10)])
     s.reset()
     gate.set()

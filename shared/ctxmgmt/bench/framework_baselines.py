@@ -78,37 +78,36 @@ def framework_notes() -> list[str]:
 
 
 def framework_baselines(*, token_counter: Any = None) -> list[Baseline]:
-    """The framework baselines whose framework is installed."""
+    """The framework baselines whose framework is installed.
+
+    Each framework gives a trimming buffer, given the budget per question, and a summarising
+    memory, given one budget for the whole dialogue (its token limit, or its summary trigger).
+    """
     out: list[Baseline] = []
     if _has_llamaindex():
-        out.append(
+        out += [
             Baseline(
-                "LlamaIndex ChatMemoryBuffer",
-                lambda: LlamaIndexBufferStrategy(token_counter=token_counter),
-            )
-        )
-        out.append(
+                "LlamaIndex ChatMemoryBuffer", lambda: LlamaIndexBufferStrategy(token_counter=token_counter)
+            ),
             Baseline(
                 "LlamaIndex ChatSummaryMemoryBuffer",
                 lambda budget=None: LlamaIndexSummaryStrategy(
                     token_limit=budget, token_counter=token_counter
                 ),
                 budget_mode="dialogue",
-            )
-        )
+            ),
+        ]
     if _has_langchain():
-        out.append(
-            Baseline("LangChain trim_messages", lambda: LangChainTrimStrategy(token_counter=token_counter))
-        )
-        out.append(
+        out += [
+            Baseline("LangChain trim_messages", lambda: LangChainTrimStrategy(token_counter=token_counter)),
             Baseline(
                 "LangChain SummarizationMiddleware",
                 lambda budget=None: LangChainSummarizationStrategy(
                     trigger_tokens=budget, token_counter=token_counter
                 ),
                 budget_mode="dialogue",
-            )
-        )
+            ),
+        ]
     return out
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ctxmgmt.components._coerce import as_component
 from ctxmgmt.exceptions import ComponentError, ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -235,13 +236,10 @@ def as_entity_extractor(obj: Any) -> EntityExtractor:
 
     For an LLM, wrap its ``prompt -> text`` call in :class:`LLMEntityExtractor`.
     """
-    if obj is None:
-        return SpacyEntityExtractor()
-    if isinstance(obj, EntityExtractor) and not isinstance(obj, type):
-        return obj
-    if callable(obj) and not isinstance(obj, type):
-        return CallableEntityExtractor(obj)
-    raise ConfigurationError(
-        f"entity_extractor must be an EntityExtractor, a text -> entities callable or None; "
-        f"got {type(obj).__name__}"
+    return as_component(
+        obj,
+        EntityExtractor,
+        SpacyEntityExtractor,
+        CallableEntityExtractor,
+        "entity_extractor must be an EntityExtractor, a text -> entities callable or None",
     )

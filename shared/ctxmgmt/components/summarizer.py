@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ctxmgmt.components._coerce import as_component
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.lexical import STOPWORDS, tokenize
 
@@ -353,14 +354,12 @@ def as_summarizer(obj: Any) -> Summarizer:
 
     None gives the offline :class:`ExtractiveSummarizer`.
     """
-    if obj is None:
-        return ExtractiveSummarizer()
-    if isinstance(obj, Summarizer) and not isinstance(obj, type):
-        return obj
-    if callable(obj) and not isinstance(obj, type):
-        return LLMSummarizer(obj)
-    raise ConfigurationError(
-        f"summarizer must be a Summarizer, a prompt -> text callable or None; got {type(obj).__name__}"
+    return as_component(
+        obj,
+        Summarizer,
+        ExtractiveSummarizer,
+        LLMSummarizer,
+        "summarizer must be a Summarizer, a prompt -> text callable or None",
     )
 
 

@@ -11,6 +11,7 @@ from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token
 from ctxmgmt.context import Block, BlockKind, Context
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.params import StrategyConfig
+from ctxmgmt.records import jsonable
 from ctxmgmt.types import Message, Turn
 
 _S = TypeVar("_S", bound="Strategy")
@@ -76,6 +77,10 @@ class Strategy(ABC):
 
     def __len__(self) -> int:
         return len(self._turns)
+
+    def prepare(self, turns: Sequence[Turn]) -> None:
+        """Get ready to add ``turns`` one by one (e.g. embed them in one batch); no-op by default."""
+        del turns
 
     def add(self, turn: Turn) -> None:
         """Add one completed turn."""
@@ -145,9 +150,28 @@ class Strategy(ABC):
             "strategy": self.name,
             "config": self.config.to_dict(),
             "turns": [[m.to_dict() for m in t.messages] for t in self._turns],
-            "llm_calls": self._llm_calls,
-            **self._state(),
+            **jsonable(self.derived_state()),
         }
+
+    def derived_state(self) -> dict[str, Any]:
+        """What the strategy derived from its turns (:meth:`_state` plus ``llm_calls``).
+
+        Vectors are ``numpy`` arrays here (:meth:`to_state` turns them into lists). Stores
+        write it as records (:func:`ctxmgmt.records.flatten`); :meth:`restore` reads it back.
+        """
+        return {"llm_calls": self._llm_calls, **self._state()}
+
+    def restore(self, turns: Sequence[Turn], derived: dict[str, Any]) -> None:
+        """Replace every turn by ``turns`` and the derived state by ``derived``, computing nothing.
+
+        ``derived`` is what :meth:`derived_state` returned after exactly these turns.
+        """
+        self.reset()
+        turns = [Turn(i, t.messages) for i, t in enumerate(turns)]
+        self._turns.extend(turns)
+        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
+        self._llm_calls = int(derived.get("llm_calls", 0))
+        self._load(derived)
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`to_state` output, replacing every turn, without recomputing what it holds.
@@ -160,12 +184,8 @@ class Strategy(ABC):
         """
         if state.get("strategy") != self.name:
             raise ConfigurationError(f"state is for {state.get('strategy')!r}, not {self.name!r}")
-        self.reset()
         turns = [Turn(i, tuple(Message.from_dict(d) for d in ms)) for i, ms in enumerate(state["turns"])]
-        self._turns.extend(turns)
-        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
-        self._llm_calls = int(state.get("llm_calls", 0))
-        self._load(state)
+        self.restore(turns, state)
 
     def _state(self) -> dict[str, Any]:
         """The strategy's derived state for :meth:`to_state` (plain JSON data; none by default)."""

@@ -880,8 +880,8 @@ class DiscourseTreeStrategy(Strategy):
     def _state(self) -> dict[str, Any]:
         """Embeddings and the forest (restored without embedding, deciding or summarising again)."""
         return {
-            "embeddings": [v.tolist() for v in self._vectors],
-            "query_embeddings": [v.tolist() for v in self._query_vectors],
+            "embeddings": list(self._vectors),
+            "query_embeddings": list(self._query_vectors),
             "nodes": [n.to_dict() for n in self._nodes],
             "trees": [t.to_dict() for t in self._trees],
             "branches": [b.to_dict() for b in self._branches],

@@ -141,6 +141,10 @@ class KadaneDialStrategy(Strategy):
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
 
     # -- incremental state -------------------------------------------------------------
+    def prepare(self, turns: Sequence[Turn]) -> None:
+        """Embed ``turns`` in one batch (into the cache), so adding them one by one embeds nothing."""
+        self._embeddings.embed([t.text for t in turns], [t.fingerprint for t in turns])
+
     def _on_add(self, turns: list[Turn]) -> None:
         texts = [t.text for t in turns]
         self._vectors.extend(self._embeddings.embed(texts, [t.fingerprint for t in turns]))
@@ -247,7 +251,7 @@ class KadaneDialStrategy(Strategy):
     # -- persistence ----------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
         """The turn embeddings (restored without re-embedding)."""
-        return {"embeddings": [v.tolist() for v in self._vectors]}
+        return {"embeddings": list(self._vectors)}
 
     def _load(self, state: dict[str, Any]) -> None:
         vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]

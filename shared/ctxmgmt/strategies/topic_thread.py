@@ -332,6 +332,10 @@ class TopicThreadStrategy(Strategy):
         return above or order[:1]
 
     # -- write-back ----------------------------------------------------------------------
+    def prepare(self, turns: Sequence[Turn]) -> None:
+        """Embed ``turns`` in one batch (into the cache), so adding them one by one embeds nothing."""
+        self._embeddings.embed([t.text for t in turns], [t.fingerprint for t in turns])
+
     def _on_add(self, turns: list[Turn]) -> None:
         vectors = self._embeddings.embed([t.text for t in turns], [t.fingerprint for t in turns])
         for turn, vector in zip(turns, vectors, strict=True):
@@ -672,7 +676,7 @@ class TopicThreadStrategy(Strategy):
     def _state(self) -> dict[str, Any]:
         """Turn embeddings, slots and logs (restored without embedding or summarising again)."""
         return {
-            "embeddings": [v.tolist() for v in self._vectors],
+            "embeddings": list(self._vectors),
             "slots": [s.to_dict() for s in self._slots],
             "next_id": self._next_id,
             "log": [dict(e) for e in self._log],

@@ -82,7 +82,16 @@ class NodeView:
 
 
 @dataclass(frozen=True)
-class TopicDecision:
+class _Decision:
+    """What both decisions share: a plain-data form."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TopicDecision(_Decision):
     """Outcome of the topic decision.
 
     Attributes:
@@ -97,13 +106,9 @@ class TopicDecision:
     reason: str
     source: str = "embedded"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class BranchDecision:
+class BranchDecision(_Decision):
     """Outcome of the branch decision.
 
     Attributes:
@@ -117,10 +122,6 @@ class BranchDecision:
     node: int | None
     reason: str
     source: str = "embedded"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return asdict(self)
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ctxmgmt.components._coerce import as_component
 from ctxmgmt.components.decider.decisions import BranchDecision, Decider, NodeView, TopicDecision, TopicView
 from ctxmgmt.components.decider.embedded import EmbeddedDecider
 from ctxmgmt.exceptions import ConfigurationError
@@ -280,12 +281,10 @@ class LLMDecider:
 
 def as_decider(obj: Any) -> Decider:
     """Accept a Decider, a ``prompt -> text`` callable (wrapped in LLMDecider), or None (embedded)."""
-    if obj is None:
-        return EmbeddedDecider()
-    if isinstance(obj, Decider) and not isinstance(obj, type):
-        return obj
-    if callable(obj) and not isinstance(obj, type):
-        return LLMDecider(obj)
-    raise ConfigurationError(
-        f"decider must be a Decider, a prompt -> text callable or None; got {type(obj).__name__}"
+    return as_component(
+        obj,
+        Decider,
+        EmbeddedDecider,
+        LLMDecider,
+        "decider must be a Decider, a prompt -> text callable or None",
     )

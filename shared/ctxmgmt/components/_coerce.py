@@ -1,0 +1,43 @@
+"""How the ``as_*`` functions turn what users pass as a component into one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ctxmgmt.exceptions import ConfigurationError
+
+
+def as_component(
+    obj: Any,
+    kind: Any,
+    default: Callable[[], Any],
+    wrap: Callable[[Any], Any],
+    what: str,
+) -> Any:
+    """``default()`` for None, ``obj`` if it is a ``kind`` (an instance), ``wrap(obj)`` for a callable.
+
+    A class is neither a component nor a callable to wrap.
+
+    Args:
+        obj: What the user passed.
+        kind: The component's runtime-checkable protocol.
+        default: Builds the default component.
+        wrap: Wraps a callable as the component.
+        what: The parameter and what it accepts, for the error: ``"decider must be a Decider,
+            a prompt -> text callable or None"``.
+
+    Returns:
+        The component (typed by the caller's ``as_*`` function).
+
+    Raises:
+        ConfigurationError: For anything else.
+    """
+    if obj is None:
+        return default()
+    if not isinstance(obj, type):
+        if isinstance(obj, kind):
+            return obj
+        if callable(obj):
+            return wrap(obj)
+    raise ConfigurationError(f"{what}; got {type(obj).__name__}")

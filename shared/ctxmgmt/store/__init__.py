@@ -1,0 +1,109 @@
+"""Where sessions' derived state lives: in process, SQLite, PostgreSQL, or a framework's store.
+
+One line of configuration picks the backend (:func:`open_store`)::
+
+    open_store(None)                          # in process (the default)
+    open_store("sqlite:///memories.db")       # one file, several processes on one host
+    open_store("postgresql://app@db/app")     # many application servers
+
+:class:`PostgresStore` is imported on first use, so ``import ctxmgmt.store`` never imports
+psycopg.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.store.base import (
+    AsyncStateStore,
+    StaleStateError,
+    StateStore,
+    StoredSession,
+    StoreError,
+    TurnEntry,
+)
+from ctxmgmt.store.memory import InMemoryStore
+from ctxmgmt.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from ctxmgmt.store.postgres import PostgresStore
+
+__all__ = [
+    "AsyncStateStore",
+    "InMemoryStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "StaleStateError",
+    "StateStore",
+    "StoreError",
+    "StoredSession",
+    "TurnEntry",
+    "open_store",
+]
+
+ACCEPTED = (
+    "None or 'memory://' (in process), 'sqlite:///relative/path.db', 'sqlite:////absolute/path.db', "
+    "'sqlite:///:memory:', a PostgreSQL DSN ('postgresql://user:password@host:5432/dbname' or "
+    "'postgres://...'), or a StateStore object"
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from ctxmgmt.store.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_store(spec: StateStore | str | None = None) -> StateStore:
+    """The state store ``spec`` names.
+
+    Args:
+        spec: ``None`` or ``"memory://"``: an :class:`InMemoryStore`.
+            ``"sqlite:///path.db"``: a :class:`SQLiteStore` on ``path.db`` relative to the
+            working directory (``"sqlite:////abs/path.db"`` for an absolute path,
+            ``"sqlite:///:memory:"`` for a private in-memory database).
+            ``"postgresql://..."`` or ``"postgres://..."`` (also ``"postgresql+psycopg://..."``):
+            a :class:`PostgresStore` on that DSN.
+            A :class:`StateStore` object is returned as is.
+
+    Raises:
+        ConfigurationError: ``spec`` is none of these, or psycopg is missing for a DSN.
+        StoreError: the database cannot be opened.
+
+    Example:
+        >>> open_store("sqlite:///:memory:").load("nobody") is None
+        True
+    """
+    if spec is None:
+        return InMemoryStore()
+    if isinstance(spec, str):
+        text = spec.strip()
+        scheme, sep, rest = text.partition("://")
+        scheme = scheme.lower()
+        if sep and scheme == "memory" and rest in ("", "/"):
+            return InMemoryStore()
+        if sep and scheme == "sqlite":
+            if rest == "":
+                return SQLiteStore(":memory:")
+            if rest.startswith("/") and rest != "/":
+                return SQLiteStore(rest[1:])
+        if sep and scheme.split("+", 1)[0] in ("postgresql", "postgres"):
+            from ctxmgmt.store.postgres import PostgresStore
+
+            return PostgresStore("postgresql://" + rest)
+        raise ConfigurationError(f"unknown store {_shorten(spec)!r}; use {ACCEPTED}")
+    if isinstance(spec, StateStore):
+        return spec
+    raise ConfigurationError(f"unknown store {type(spec).__name__} object; use {ACCEPTED}")
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    """``text`` for a message: cut, and without a URL password."""
+    scheme, sep, rest = text.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        creds, _, host = rest.partition("@")
+        text = f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."

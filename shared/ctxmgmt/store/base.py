@@ -1,0 +1,212 @@
+"""The state-store protocol: per-session derived state, written one turn at a time.
+
+A session's derived state is a log of *turn entries*. Adding turn ``i`` writes one entry: the
+turn's chain hash (a running hash of every turn's fingerprint up to ``i``, so any edit or
+deletion anywhere before ``i`` changes it) and the records that changed when the strategy
+took the turn: ``key -> value`` where a value is JSON data, a float32 vector
+(``numpy.ndarray``, stored as raw bytes) or None (the record was removed). The state after
+turn ``k`` is the latest value of each key over the entries of turns ``0..k``, so the state
+before an edited turn is always recoverable and everything derived from the edited turn and
+later is deleted with :meth:`StateStore.truncate`.
+
+Writes are compare-and-set on a per-session ``version``: an append names the version it
+read, and fails with :class:`StaleStateError` if another writer got there first. Nothing is
+pickled; every SQL statement is parameterised; any string is a valid session key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ctxmgmt.exceptions import CtxMgmtError
+
+SCHEMA_VERSION = 1
+"""Version of the stored layout; a stored session of another version is rebuilt."""
+
+
+class StoreError(CtxMgmtError, RuntimeError):
+    """A state store failed (connection, corrupt data); selection falls back to a rebuild."""
+
+
+class CorruptRecordError(StoreError):
+    """A stored record cannot be decoded; the session's derived state is rebuilt."""
+
+
+class StaleStateError(StoreError):
+    """Another writer changed the session since it was read (compare-and-set failed)."""
+
+
+Value = Any
+"""A record value: JSON data, a float32 ``numpy.ndarray`` or None (deleted)."""
+
+
+@dataclass(frozen=True)
+class TurnEntry:
+    """What adding one turn wrote.
+
+    Attributes:
+        turn: The turn's index in the session (0-based).
+        chain: Running hash of the fingerprints of turns ``0..turn`` (hex).
+        records: Records that changed: key -> value (None = removed).
+    """
+
+    turn: int
+    chain: str
+    records: Mapping[str, Value] = field(default_factory=dict)
+
+
+@dataclass
+class StoredSession:
+    """A session as loaded: header plus the folded records.
+
+    Attributes:
+        strategy: Name of the strategy that wrote it.
+        config: That strategy's parameters (``StrategyConfig.to_dict()``).
+        schema: :data:`SCHEMA_VERSION` it was written with.
+        version: Compare-and-set counter (0 = never written).
+        chains: Chain hash per stored turn, in order.
+        records: Latest value per key over the loaded turns (removed keys left out).
+    """
+
+    strategy: str
+    config: dict[str, Any]
+    schema: int
+    version: int
+    chains: list[str]
+    records: dict[str, Value]
+
+
+def encode(value: Value) -> tuple[str, bytes]:
+    """A record value as ``(kind, bytes)``: ``"f32"`` vectors, ``"json"`` data, ``"del"``."""
+    if value is None:
+        return "del", b""
+    if isinstance(value, np.ndarray):
+        return "f32", np.ascontiguousarray(value, dtype="<f4").tobytes()
+    return "json", json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def decode(kind: str, data: bytes | memoryview) -> Value:
+    """Inverse of :func:`encode`.
+
+    Raises:
+        CorruptRecordError: unknown kind or undecodable data.
+    """
+    raw = bytes(data)
+    try:
+        if kind == "f32":
+            return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        if kind == "json":
+            return json.loads(raw.decode("utf-8"))
+        if kind == "del":
+            return None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(f"corrupt {kind} record: {exc}") from exc
+    raise CorruptRecordError(f"unknown record kind {kind!r}")
+
+
+def fold(rows: Sequence[tuple[str, str, bytes | memoryview]]) -> dict[str, Value]:
+    """Latest value per key from ``(key, kind, data)`` rows in write order; removed keys dropped."""
+    records: dict[str, Value] = {}
+    for key, kind, data in rows:
+        if kind == "del":
+            records.pop(key, None)
+        else:
+            records[key] = decode(kind, data)
+    return records
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Where sessions' derived state lives (in process, SQLite, PostgreSQL, a framework store).
+
+    ``key`` names one session of one memory kind (the adapter composes it from the strategy
+    name and the framework's session identity). Implementations are safe to share between
+    threads; the SQL ones also between processes.
+    """
+
+    def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:
+        """The session folded over its first ``turns`` turns (None = all); None if absent.
+
+        Raises:
+            StoreError: the backend failed or a record is corrupt.
+        """
+        ...
+
+    def append(
+        self,
+        key: str,
+        entries: Sequence[TurnEntry],
+        *,
+        expected_version: int,
+        strategy: str,
+        config: Mapping[str, Any],
+    ) -> int:
+        """Write the entries of new turns in one transaction; return the new version.
+
+        ``expected_version`` is the version the writer read (0 for a new session); entries
+        must continue the stored turns (``entries[0].turn`` == stored turn count).
+
+        Raises:
+            StaleStateError: the stored version differs, or the turns do not continue.
+        """
+        ...
+
+    def truncate(self, key: str, turns: int, *, expected_version: int) -> int:
+        """Delete every turn ``>= turns`` and all it wrote; return the new version.
+
+        Raises:
+            StaleStateError: the stored version differs.
+        """
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the session entirely (no error if absent)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+class AsyncStateStore:
+    """Async variants of :class:`StateStore` methods, run in a worker thread by default.
+
+    Backends with a native async driver (PostgreSQL) override them.
+    """
+
+    async def aload(self, key: str, *, turns: int | None = None) -> StoredSession | None:
+        """Async :meth:`StateStore.load`."""
+        return await asyncio.to_thread(self.load, key, turns=turns)  # type: ignore[attr-defined]
+
+    async def aappend(
+        self,
+        key: str,
+        entries: Sequence[TurnEntry],
+        *,
+        expected_version: int,
+        strategy: str,
+        config: Mapping[str, Any],
+    ) -> int:
+        """Async :meth:`StateStore.append`."""
+        return await asyncio.to_thread(
+            self.append,  # type: ignore[attr-defined]
+            key,
+            entries,
+            expected_version=expected_version,
+            strategy=strategy,
+            config=config,
+        )
+
+    async def atruncate(self, key: str, turns: int, *, expected_version: int) -> int:
+        """Async :meth:`StateStore.truncate`."""
+        return await asyncio.to_thread(self.truncate, key, turns, expected_version=expected_version)  # type: ignore[attr-defined]
+
+    async def adelete(self, key: str) -> None:
+        """Async :meth:`StateStore.delete`."""
+        await asyncio.to_thread(self.delete, key)  # type: ignore[attr-defined]

@@ -1,0 +1,378 @@
+"""PostgreSQL state store (psycopg 3): many application servers sharing one database.
+
+Needs the ``postgres`` extra (``pip install "ctxmgmt[postgres]"``: psycopg 3 and psycopg-pool);
+psycopg is imported when a :class:`PostgresStore` is created, never by ``import ctxmgmt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.store.base import StaleStateError, StoredSession, StoreError, TurnEntry
+from ctxmgmt.store.sql import (
+    TABLES,
+    Plan,
+    SQLStore,
+    append_plan,
+    arun_plan,
+    delete_plan,
+    load_plan,
+    truncate_plan,
+)
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+T = TypeVar("T")
+
+INSTALL_HINT = 'PostgresStore needs psycopg 3 and psycopg-pool: pip install "ctxmgmt[postgres]"'
+
+MAX_KEY_BYTES = 1024
+"""Longer session keys (and keys PostgreSQL text cannot hold) are stored as a SHA-256 digest:
+a btree index entry is limited to about 2.7 kB, and text may not contain NUL."""
+
+_HASHED = "\x01sha256:"
+
+_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+_TABLES_EXIST = (
+    "SELECT to_regclass('ctxmgmt_sessions'), to_regclass('ctxmgmt_turns'), to_regclass('ctxmgmt_records')"
+)
+_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7301843212)"  # concurrent CREATE TABLE IF NOT EXISTS races
+
+
+def _psycopg() -> tuple[Any, Any]:
+    """``(psycopg, psycopg_pool)``, or :class:`ConfigurationError` naming the extra."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigurationError(f"{INSTALL_HINT} ({exc})") from exc
+    return psycopg, psycopg_pool
+
+
+def storage_key(key: str) -> str:
+    r"""The value stored in the ``key`` columns for session ``key``.
+
+    The key itself, or ``"\x01sha256:"`` + the hex SHA-256 digest of its UTF-8 bytes for a
+    key PostgreSQL cannot index or hold as text (longer than :data:`MAX_KEY_BYTES`, a NUL, a
+    lone surrogate) or that starts with that marker, so the mapping stays one-to-one.
+    """
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = MAX_KEY_BYTES + 1
+    if size <= MAX_KEY_BYTES and "\x00" not in key and not key.startswith(_HASHED):
+        return key
+    return _HASHED + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def redact(conninfo: str) -> str:
+    """``conninfo`` without its password, for messages."""
+    psycopg, _ = _psycopg()
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "<unparsable conninfo>"
+    params.pop("password", None)
+    return str(psycopg.conninfo.make_conninfo(**params))
+
+
+class PostgresStore(SQLStore):
+    """Derived state in PostgreSQL, through a psycopg connection pool (sync and native async).
+
+    Every write is one transaction that compare-and-sets the session's version (``UPDATE ...
+    WHERE version = expected``; a concurrent first write of the same session loses on the
+    primary key), so any number of processes on any number of hosts can add to the same
+    session without losing or duplicating turns: the loser gets :class:`StaleStateError`,
+    reloads and retries. A load reads one snapshot (``REPEATABLE READ``).
+
+    The synchronous methods use a :class:`psycopg_pool.ConnectionPool`; ``aload``,
+    ``aappend``, ``atruncate`` and ``adelete`` use a :class:`psycopg_pool.AsyncConnectionPool`
+    opened on first async use (one per event loop). Create the store in each worker process
+    (after a fork): connections cannot be shared across processes.
+
+    Args:
+        conninfo: A DSN (``"postgresql://user@host/db"``), a libpq conninfo string
+            (``"host=/run/postgresql dbname=app"``), or an existing ``ConnectionPool`` or
+            ``AsyncConnectionPool`` (shared, not closed by :meth:`close`; the other kind of
+            pool is created from its conninfo).
+        min_size: Connections each pool keeps open.
+        max_size: Most connections each pool opens.
+        timeout: Seconds to wait for a connection before :class:`StoreError`.
+        connect_kwargs: Extra ``psycopg.connect`` arguments for the pools this store creates
+            (e.g. ``{"prepare_threshold": None}`` behind PgBouncer in transaction mode).
+
+    Raises:
+        ConfigurationError: psycopg is not installed.
+        StoreError: the server cannot be reached or the tables cannot be created.
+    """
+
+    placeholder = "%s"
+    blob = "BYTEA"
+
+    def __init__(
+        self,
+        conninfo: str | ConnectionPool | AsyncConnectionPool,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        psycopg, psycopg_pool = _psycopg()
+        self._psycopg = psycopg
+        self._pool_module = psycopg_pool
+        self.min_size, self.max_size, self.timeout = min_size, max_size, timeout
+        self._kwargs: dict[str, Any] = dict(connect_kwargs or {})
+        self._pool: ConnectionPool | None = None
+        self._own_pool = True
+        self._given_apool: AsyncConnectionPool | None = None
+        self._apools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self._apools_lock = threading.Lock()
+        self._closed = False
+        if isinstance(conninfo, str):
+            self.conninfo = conninfo
+        elif isinstance(conninfo, psycopg_pool.ConnectionPool):
+            self._pool, self._own_pool = conninfo, False
+            self.conninfo = str(conninfo.conninfo)
+            self._kwargs = {**dict(conninfo.kwargs or {}), **self._kwargs}
+        elif isinstance(conninfo, psycopg_pool.AsyncConnectionPool):
+            self._given_apool = conninfo
+            self.conninfo = str(conninfo.conninfo)
+            self._kwargs = {**dict(conninfo.kwargs or {}), **self._kwargs}
+        else:
+            raise ConfigurationError(
+                "PostgresStore takes a DSN/conninfo string, a psycopg_pool.ConnectionPool or an "
+                f"AsyncConnectionPool, not {type(conninfo).__name__}"
+            )
+        if self._pool is None:
+            self._pool = self._open_pool()
+        self._create_tables()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact(self.conninfo)!r})"
+
+    # -- connections -------------------------------------------------------------------------
+    def _open_pool(self) -> ConnectionPool:
+        pool = self._pool_module.ConnectionPool(
+            self.conninfo,
+            kwargs=self._kwargs,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            timeout=self.timeout,
+            open=False,
+            name="ctxmgmt",
+            check=self._pool_module.ConnectionPool.check_connection,  # survive a server restart
+        )
+        try:
+            pool.open(wait=True, timeout=self.timeout)
+        except self._pool_module.PoolTimeout:
+            pool.close()
+            raise StoreError(self._unreachable()) from None
+        except self._psycopg.Error as exc:
+            pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL ({redact(self.conninfo)}): {exc}") from exc
+        return pool
+
+    def _unreachable(self) -> str:
+        """Why the server cannot be reached: one direct connection attempt gives libpq's reason."""
+        try:
+            timeout = self._connect_timeout()
+            conn = self._psycopg.connect(self.conninfo, connect_timeout=timeout, **self._kwargs)
+        except self._psycopg.Error as exc:
+            return self._unreachable_message(exc)
+        conn.close()
+        return self._unreachable_message(None)
+
+    async def _aunreachable(self) -> str:
+        """:meth:`_unreachable` without blocking the event loop."""
+        try:
+            conn = await self._psycopg.AsyncConnection.connect(
+                self.conninfo, connect_timeout=self._connect_timeout(), **self._kwargs
+            )
+        except self._psycopg.Error as exc:
+            return self._unreachable_message(exc)
+        await conn.close()
+        return self._unreachable_message(None)
+
+    def _connect_timeout(self) -> int:
+        return max(2, int(self.timeout))
+
+    def _unreachable_message(self, exc: BaseException | None) -> str:
+        reason = str(exc).strip() if exc is not None else ""
+        size = self._pool.max_size if self._pool is not None else self.max_size
+        reason = reason or f"no free connection within {self.timeout:g} s (pool max_size={size})"
+        return f"cannot connect to PostgreSQL ({redact(self.conninfo)}): {reason}"
+
+    def _translate(self, exc: BaseException, unreachable: str | None = None) -> BaseException:
+        """A psycopg/pool error as the store's error (conflicts as :class:`StaleStateError`)."""
+        errors = self._psycopg.errors
+        conflict = self._psycopg.IntegrityError | errors.SerializationFailure | errors.DeadlockDetected
+        if isinstance(exc, conflict):
+            return StaleStateError(f"concurrent write to the same session: {exc}".strip())
+        if isinstance(exc, self._pool_module.PoolClosed):
+            return StoreError(f"the PostgreSQL connection pool is closed: {exc}")
+        if isinstance(exc, self._pool_module.PoolTimeout):
+            return StoreError(unreachable or self._unreachable())
+        if isinstance(exc, self._psycopg.OperationalError):
+            return StoreError(f"PostgreSQL ({redact(self.conninfo)}) failed: {exc}")
+        return StoreError(f"PostgreSQL error: {exc}")
+
+    def _is_db_error(self, exc: BaseException) -> bool:
+        pool_errors = self._pool_module.PoolTimeout | self._pool_module.PoolClosed
+        return isinstance(exc, self._psycopg.Error | pool_errors)
+
+    @contextmanager
+    def _transaction(self, *, readonly: bool = False) -> Iterator[Any]:
+        if self._closed or self._pool is None:
+            raise StoreError("PostgresStore is closed")
+        try:
+            with self._pool.connection(timeout=self.timeout) as conn, conn.cursor() as cur:
+                if readonly:
+                    cur.execute(_SNAPSHOT)
+                yield cur
+        except Exception as exc:
+            if self._is_db_error(exc):
+                raise self._translate(exc) from exc
+            raise
+
+    @asynccontextmanager
+    async def _atransaction(self, *, readonly: bool = False) -> AsyncIterator[Any]:
+        try:
+            pool = await self._async_pool()
+            async with pool.connection(timeout=self.timeout) as conn, conn.cursor() as cur:
+                if readonly:
+                    await cur.execute(_SNAPSHOT)
+                yield cur
+        except Exception as exc:
+            if not self._is_db_error(exc):
+                raise
+            unreachable = None
+            if isinstance(exc, self._pool_module.PoolTimeout):
+                unreachable = await self._aunreachable()
+            raise self._translate(exc, unreachable) from exc
+
+    async def _async_pool(self) -> AsyncConnectionPool:
+        """This event loop's async pool, opened on first use."""
+        if self._closed:
+            raise StoreError("PostgresStore is closed")
+        pool: AsyncConnectionPool | None = self._given_apool
+        if pool is None:
+            loop = asyncio.get_running_loop()
+            with self._apools_lock:
+                pool = self._apools.get(loop)
+                if pool is None:
+                    for old in [old for old in self._apools if old.is_closed()]:
+                        del self._apools[old]  # that pool died with its loop
+                    pool = self._apools[loop] = self._pool_module.AsyncConnectionPool(
+                        self.conninfo,
+                        kwargs=self._kwargs,
+                        min_size=self.min_size,
+                        max_size=self.max_size,
+                        timeout=self.timeout,
+                        open=False,
+                        name="ctxmgmt-async",
+                        check=self._pool_module.AsyncConnectionPool.check_connection,
+                    )
+        await pool.open(wait=False)
+        return pool
+
+    async def _arun(self, plan: Plan[T], *, readonly: bool = False) -> T:
+        async with self._atransaction(readonly=readonly) as cur:
+            return await arun_plan(cur, plan, self.placeholder)
+
+    def _create_tables(self) -> None:
+        """Create the tables unless they exist (then no CREATE privilege is needed)."""
+        with self._transaction() as cur:
+            cur.execute(_TABLES_EXIST)
+            if all(cur.fetchone() or ()):
+                return
+            cur.execute(_SCHEMA_LOCK)
+            for statement in TABLES:
+                cur.execute(statement.format(blob=self.blob))
+
+    def _storage_key(self, key: str) -> str:
+        return storage_key(key)
+
+    # -- native async --------------------------------------------------------------------------
+    async def aload(self, key: str, *, turns: int | None = None) -> StoredSession | None:
+        """Async :meth:`load` on the async pool."""
+        return await self._arun(load_plan(self._storage_key(key), turns), readonly=True)
+
+    async def aappend(
+        self,
+        key: str,
+        entries: Sequence[TurnEntry],
+        *,
+        expected_version: int,
+        strategy: str,
+        config: Mapping[str, Any],
+    ) -> int:
+        """Async :meth:`append` on the async pool."""
+        return await self._arun(
+            append_plan(
+                self._storage_key(key),
+                entries,
+                expected_version=expected_version,
+                strategy=strategy,
+                config=config,
+                label=key,
+            )
+        )
+
+    async def atruncate(self, key: str, turns: int, *, expected_version: int) -> int:
+        """Async :meth:`truncate` on the async pool."""
+        return await self._arun(
+            truncate_plan(self._storage_key(key), turns, expected_version=expected_version, label=key)
+        )
+
+    async def adelete(self, key: str) -> None:
+        """Async :meth:`delete` on the async pool."""
+        await self._arun(delete_plan(self._storage_key(key)))
+
+    # -- closing -------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the pools this store opened, awaiting the current event loop's async pool."""
+        loop = asyncio.get_running_loop()
+        with self._apools_lock:
+            mine = self._apools.pop(loop, None)
+        if mine is not None:
+            await mine.close()
+        self.close()
+
+    def close(self) -> None:
+        """Close the pools this store opened; pools passed in stay open. Idempotent.
+
+        An async pool is closed on its event loop if that loop still exists (prefer
+        :meth:`aclose` from async code); one whose loop has ended is dropped.
+        """
+        self._closed = True
+        with self._apools_lock:
+            apools, self._apools = self._apools, {}
+        for loop, pool in apools.items():
+            if loop.is_closed():
+                continue
+            try:
+                if loop.is_running():
+                    future = asyncio.run_coroutine_threadsafe(pool.close(), loop)
+                    if not _in_loop(loop):
+                        future.result(timeout=10)
+                else:
+                    loop.run_until_complete(pool.close())
+            except Exception:  # noqa: BLE001 - best effort: the loop is going away
+                pass
+        if self._pool is not None and self._own_pool:
+            self._pool.close()
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

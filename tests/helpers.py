@@ -1,0 +1,38 @@
+"""Helpers that test modules of more than one folder share."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+PROPERTY_WITH_FIXTURE = settings(
+    database=None,
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+"""Hypothesis settings for a property test that takes a function-scoped fixture.
+
+Hypothesis runs every example with the same fixture value; the tests using this only embed
+with it (``hashing_embedder``, deterministic), so that is safe. 150 examples, no deadline,
+no example database (each run is independent of the ones before).
+"""
+
+TOPICS: list[tuple[str, str]] = [
+    ("How long should I boil spaghetti pasta?", "Boil spaghetti pasta nine minutes in salted water."),
+    ("Which sauce goes with spaghetti pasta?", "A tomato basil sauce suits spaghetti pasta well."),
+    ("Should the pasta water be salted?", "Yes, salt the pasta water generously before the spaghetti."),
+    ("My car engine makes a rattling noise.", "A rattling engine noise can mean loose heat shields."),
+    ("Could the car exhaust cause the rattling?", "Yes, a loose exhaust bracket rattles under the car."),
+    ("How much does a car mechanic charge?", "A mechanic charges about one hundred dollars per hour."),
+    ("When do I plant tomato seedlings in the garden?", "Plant tomato seedlings outdoors after last frost."),
+    ("How often should I water garden tomatoes?", "Water garden tomatoes deeply twice weekly."),
+    ("Do tomato plants need stakes?", "Stakes or cages keep tomato plants upright in the garden."),
+    ("How do I reverse a list in python?", "Call reversed() or use slicing in python."),
+    ("What is a python dictionary comprehension?", "It builds a python dict in one expression."),
+    ("How do I read a file in python?", "Use open() in a with block in python to read a file."),
+]
+"""Twelve (question, answer) turns, three per topic: pasta 0-2, car 3-5, garden 6-8, python 9-11.
+
+Each topic shares its content words, the topics share none, so even a bag-of-words embedder
+tells them apart.
+"""

@@ -1,0 +1,243 @@
+"""Per-session state on real stores: restart, erasure, alternation, bounds, faults.
+
+Every memory kind runs against an in-process store and a real SQLite file; PostgreSQL runs
+the same checks in ``tests/integration/test_sessions_postgres.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ctxmgmt import (
+    ACMStrategy,
+    DiscourseTreeStrategy,
+    KadaneDialStrategy,
+    Message,
+    SWinStrategy,
+    TopicThreadStrategy,
+)
+from ctxmgmt.components.summarizer import LLMSummarizer
+from ctxmgmt.records import RecordTracker, flatten, unflatten
+from ctxmgmt.sessions import MessageLog, SessionPool, chain_hashes
+from ctxmgmt.store import InMemoryStore, SQLiteStore, StoreError
+from ctxmgmt.types import Turn, group_turns
+from tests.conftest import HashingEmbedder
+
+PIN = "PIN 4417-2290"
+
+
+def conversation(n: int = 30, *, secret_at: int | None = None) -> list[Turn]:
+    messages: list[Message] = []
+    for i in range(n):
+        text = f"Turn {i}: my cat number {i} likes fish and the vet visit {i % 5} in Lisbon."
+        if i == secret_at:
+            text = f"Remember my bank {PIN} please, and the cat Miso."
+        messages += [Message("user", text), Message("assistant", f"Noted {i}, said Ana about Porto.")]
+    return group_turns(messages)
+
+
+class Counting:
+    """A summariser LLM that counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, prompt: str) -> str:
+        self.calls += 1
+        return f"- summary {self.calls}: the user talked about cats and fish."
+
+
+KINDS = {
+    "kadanedial": lambda emb, llm: KadaneDialStrategy(embedder=emb),
+    "swin": lambda emb, llm: SWinStrategy(summarizer=LLMSummarizer(llm)),
+    "acm": lambda emb, llm: ACMStrategy(token_budget=300, summarizer=LLMSummarizer(llm)),
+    "discourse_tree": lambda emb, llm: DiscourseTreeStrategy(embedder=emb),
+    "topic_thread": lambda emb, llm: TopicThreadStrategy(embedder=emb, summarizer=LLMSummarizer(llm)),
+}
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store_factory(request, tmp_path):
+    shared = InMemoryStore()
+    path = tmp_path / "state.db"
+    return (lambda: shared) if request.param == "memory" else (lambda: SQLiteStore(path))
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
+    emb, llm = HashingEmbedder(), Counting()
+    pool = SessionPool(lambda: KINDS[kind](emb, llm), store=store_factory())
+    turns = conversation(30)
+    live = pool.get("alice")
+    live.sync(turns[:20])
+    live.sync(turns)
+    expected = live.strategy.to_state()
+    embeds, calls = len(emb.calls), llm.calls
+
+    restarted = SessionPool(lambda: KINDS[kind](emb, llm), store=store_factory()).get("alice")
+    restarted.sync(turns)
+    assert restarted.strategy.to_state() == expected
+    assert (len(emb.calls), llm.calls) == (embeds, calls)  # nothing recomputed
+    query = "what does my cat like?"
+    assert restarted.strategy.select(query).blocks == live.strategy.select(query).blocks
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_redacted_turn_leaves_no_derived_trace(kind, tmp_path, caplog):
+    emb, llm = HashingEmbedder(), Counting()
+    path = tmp_path / "state.db"
+    pool = SessionPool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
+    turns = conversation(60, secret_at=1)
+    session = pool.get("bob")
+    session.sync(turns)
+    redacted = list(turns)
+    redacted[1] = Turn(1, (Message("user", "[redacted]"), turns[1].messages[1]))
+    with caplog.at_level(logging.WARNING):
+        fresh_pool = SessionPool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
+        fresh_pool.get("bob").sync(redacted)
+        session.sync(redacted)
+    assert "no longer matches" in caplog.text and "changed at turn 1" in caplog.text
+    for live in (session, fresh_pool.get("bob")):
+        state = str(live.strategy.to_state())
+        assert "4417" not in state
+        reference = KINDS[kind](emb, llm)
+        reference.add_many(redacted)
+        assert live.strategy.to_state()["turns"] == reference.to_state()["turns"]
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT data FROM ctxmgmt_records").fetchall()
+    assert rows and not any(b"4417" in bytes(r[0]) for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["swin", "topic_thread", "acm"])
+def test_alternating_sessions_cost_no_extra_llm_calls(kind):
+    turns_a, turns_b = conversation(24), conversation(24, secret_at=3)
+    sequential, alternating = Counting(), Counting()
+    emb = HashingEmbedder()
+    pool = SessionPool(lambda: KINDS[kind](emb, sequential), store=InMemoryStore())
+    for name, turns in (("a", turns_a), ("b", turns_b)):
+        for i in range(1, len(turns) + 1):
+            pool.get(name).sync(turns[:i])
+    pool = SessionPool(lambda: KINDS[kind](emb, alternating), store=None)
+    for i in range(1, 25):
+        pool.get("a").sync(turns_a[:i])
+        pool.get("b").sync(turns_b[:i])
+    assert sequential.calls > 0 and alternating.calls == sequential.calls
+
+
+def test_live_sessions_are_bounded_and_evicted_ones_reload(tmp_path):
+    emb = HashingEmbedder()
+    pool = SessionPool(
+        lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(tmp_path / "s.db"), max_sessions=3
+    )
+    turns = conversation(4)
+    for i in range(10):
+        pool.get(f"user-{i}").sync(turns)
+    assert len(pool) == 3 and "user-0" not in pool
+    embeds = len(emb.calls)
+    pool.get("user-0").sync(turns)
+    assert len(emb.calls) == embeds
+
+
+def test_any_string_is_a_session_id(tmp_path):
+    pool = SessionPool(lambda: SWinStrategy(), store=SQLiteStore(tmp_path / "s.db"))
+    turns = conversation(8)
+    odd = ["", "'; DROP TABLE ctxmgmt_records; --", "ünïcødé 🐈", "a/b:c{d}[e]#", "x" * 5000]
+    for sid in odd:
+        pool.get(sid).sync(turns)
+    reloaded = SessionPool(lambda: SWinStrategy(), store=SQLiteStore(tmp_path / "s.db"))
+    for sid in odd:
+        session = reloaded.get(sid)
+        session.sync(turns)
+        assert session.strategy.to_state() == pool.get(sid).strategy.to_state()
+
+
+def test_parameters_changed_since_storing_rebuild_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "s.db"
+    SessionPool(lambda: SWinStrategy(window=6), store=SQLiteStore(path)).get("a").sync(conversation(12))
+    with caplog.at_level(logging.WARNING):
+        session = SessionPool(lambda: SWinStrategy(window=4), store=SQLiteStore(path)).get("a")
+        session.sync(conversation(12))
+    assert "rebuilding" in caplog.text
+    reference = SWinStrategy(window=4)
+    reference.add_many(conversation(12))
+    assert session.strategy.to_state() == reference.to_state()
+
+
+def test_corrupt_record_rebuilds_instead_of_failing(tmp_path, caplog):
+    path = tmp_path / "s.db"
+    emb = HashingEmbedder()
+    SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a").sync(
+        conversation(6)
+    )
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE ctxmgmt_records SET data = x'00ff' WHERE name = 'embeddings[2]'")
+    with caplog.at_level(logging.WARNING):
+        session = SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
+        session.sync(conversation(6))
+    assert "unusable" in caplog.text
+    assert len(session.strategy) == 6 and session.strategy.select("cat").blocks
+
+
+def test_failing_store_falls_back_to_process_memory(caplog):
+    class Broken(InMemoryStore):
+        def load(self, key, *, turns=None):
+            raise StoreError("database is down")
+
+    session = SessionPool(lambda: SWinStrategy(), store=Broken()).get("a")
+    with caplog.at_level(logging.WARNING):
+        session.sync(conversation(8))
+    assert "database is down" in caplog.text and len(session.strategy) == 8
+
+
+def test_two_workers_on_one_session_neither_lose_nor_duplicate(tmp_path):
+    path = tmp_path / "s.db"
+    emb = HashingEmbedder()
+    first = SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
+    second = SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
+    turns = conversation(20)
+    for i in range(1, 21):
+        (first if i % 2 else second).sync(turns[:i])
+    second.sync(turns)
+    first.sync(turns)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM ctxmgmt_turns").fetchone()[0] == 20
+        assert db.execute("SELECT COUNT(DISTINCT turn) FROM ctxmgmt_records").fetchone()[0] == 20
+    assert first.strategy.to_state() == second.strategy.to_state()
+
+
+def test_chain_hashes_change_from_the_edited_turn_on():
+    turns = conversation(5)
+    edited = list(turns)
+    edited[2] = Turn(2, (Message("user", "changed"),))
+    a, b = chain_hashes(turns), chain_hashes(edited)
+    assert a[:2] == b[:2] and all(x != y for x, y in zip(a[2:], b[2:], strict=True))
+
+
+def test_records_round_trip_and_track_changes():
+    state = {"embeddings": [np.ones(3, dtype=np.float32)], "items": {"a{b}": 1}, "n": 2, "log": []}
+    records = flatten(state)
+    back = unflatten(records)
+    assert back["items"] == {"a{b}": 1} and back["n"] == 2 and back["log"] == []
+    assert np.array_equal(back["embeddings"][0], state["embeddings"][0])
+    tracker = RecordTracker()
+    assert set(tracker.changes(records)) == set(records)
+    assert tracker.changes(records) == {}
+    state["n"] = 3
+    del state["items"]
+    changed = tracker.changes(flatten(state))
+    assert changed == {"n": 3, "items#": None, "items{a{b}}": None}
+
+
+def test_message_log_appends_in_order(tmp_path):
+    log = MessageLog(SQLiteStore(tmp_path / "s.db"), "flushed:x")
+    log.append([{"role": "user", "content": "hi"}])
+    log.append([{"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}])
+    assert [m["content"] for m in MessageLog(SQLiteStore(tmp_path / "s.db"), "flushed:x").load()] == [
+        "hi",
+        "hello",
+        "again",
+    ]

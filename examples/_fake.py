@@ -1,8 +1,9 @@
 """The offline model every example uses: the frameworks' own fakes, adapted a little.
 
-``OfflineChatModel`` is LangChain's ``GenericFakeChatModel`` and ``OfflineLLM`` is LlamaIndex's
-``MockLLM``. Both keep every message list they are sent in ``received`` (what the model got is
-the point of the examples), and they answer by saying how many messages that was.
+``OfflineChatModel`` is LangChain's ``GenericFakeChatModel``, ``OfflineLLM`` is LlamaIndex's
+``MockLLM`` and ``OfflineFunctionLLM`` its ``MockFunctionCallingLLM`` (for ``FunctionAgent``).
+All keep every message list they are sent in ``received`` (what the model got is the point of
+the examples), and they answer by saying how many messages that was.
 
 Each example needs only its own framework, so each half is defined only if that framework is
 installed.
@@ -60,6 +61,7 @@ if find_spec("llama_index") is not None:
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
     from llama_index.core.llms import MockLLM
     from llama_index.core.llms.callbacks import llm_chat_callback
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
 
     class OfflineLLM(MockLLM):
         """LlamaIndex's ``MockLLM`` as a chat model: records its input, answers with :func:`reply_text`."""
@@ -75,3 +77,27 @@ if find_spec("llama_index") is not None:
             self.received.append(list(messages))
             reply = ChatMessage(role=MessageRole.ASSISTANT, content=reply_text(len(messages)))
             return ChatResponse(message=reply)
+
+    class OfflineFunctionLLM(MockFunctionCallingLLM):
+        """LlamaIndex's ``MockFunctionCallingLLM``, usable by ``FunctionAgent``, recording its input.
+
+        Args:
+            script: Replies for given calls, by call number from 0: a string, or a ``ChatMessage``
+                (with a ``ToolCallBlock`` to make the agent run a tool). Every other call answers
+                with :func:`reply_text`.
+        """
+
+        received: list[list[ChatMessage]] = Field(default_factory=list, exclude=True)
+        script: dict[int, ChatMessage | str] = Field(default_factory=dict, exclude=True)
+
+        def __init__(self, script: Mapping[int, ChatMessage | str] | None = None) -> None:
+            # every path (chat, achat, the streaming ones FunctionAgent uses) calls the generator
+            super().__init__(response_generator=self._respond, is_chat_model=True)
+            self.script = dict(script or {})
+
+        def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+            self.received.append(list(messages))
+            reply = self.script.get(len(self.received) - 1) or reply_text(len(messages))
+            if isinstance(reply, str):
+                return ChatMessage(role=MessageRole.ASSISTANT, content=reply)
+            return reply

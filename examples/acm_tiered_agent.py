@@ -21,9 +21,8 @@ import os
 from typing import Any
 
 from _fake import OfflineChatModel
-from langchain.agents import create_agent
+from _run import chat_model, example_agent
 from langchain_core.language_models import BaseChatModel
-from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt.acm_middleware import ACMTieredMiddleware
 
@@ -45,12 +44,7 @@ BUDGET = 400
 
 def make_model() -> BaseChatModel:
     """The model named by ``CTXMGMT_MODEL``, else the offline stand-in."""
-    name = os.environ.get("CTXMGMT_MODEL")
-    if name:
-        from langchain.chat_models import init_chat_model
-
-        return init_chat_model(name)
-    return OfflineChatModel()
+    return chat_model(os.environ.get("CTXMGMT_MODEL"), "using the offline model") or OfflineChatModel()
 
 
 def main(model: BaseChatModel | None = None) -> dict[str, Any]:
@@ -62,15 +56,8 @@ def main(model: BaseChatModel | None = None) -> dict[str, Any]:
     Returns:
         The agent's final state.
     """
-    model = model or make_model()
     middleware = ACMTieredMiddleware(max_tokens=BUDGET)
-    agent = create_agent(
-        model,
-        tools=[],
-        system_prompt="You are a helpful assistant.",
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-    )
+    agent = example_agent(model or make_model(), middleware, system_prompt="You are a helpful assistant.")
     config = {"configurable": {"thread_id": "demo"}}
     for when, text in CONVERSATION:
         agent.invoke({"messages": [{"role": "user", "content": f"[{when}] {text}"}]}, config)

@@ -24,13 +24,13 @@ import tempfile
 from typing import Any
 
 from _fake import OfflineChatModel
-from langchain.agents import create_agent
+from _run import chat_model, converse, example_agent, print_received, sent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
+from ctxmgmt import Context
 from langchain_ctxmgmt import DiscourseTreeMiddleware
 
+SYSTEM_PROMPT = "You are a friendly travel and coding assistant. Answer briefly."
 CONVERSATION = [
     "Help me plan a one-week trip to Rome in May.",
     "Which hotels in Rome are close to the Colosseum?",
@@ -44,15 +44,13 @@ CONVERSATION = [
 
 def make_model() -> BaseChatModel:
     """A real model if ``CTXMGMT_MODEL`` names a usable one, else the offline fake."""
-    name = os.environ.get("CTXMGMT_MODEL")
-    if name:
-        try:
-            from langchain.chat_models import init_chat_model
+    return chat_model(os.environ.get("CTXMGMT_MODEL"), "using the offline model") or OfflineChatModel()
 
-            return init_chat_model(name)
-        except Exception as exc:  # missing provider package, bad name, ...
-            print(f"Cannot build {name!r} ({exc}); using the offline model.")
-    return OfflineChatModel()
+
+def note(context: Context) -> str:
+    """The topic decision for the question and what was sent."""
+    decision = context.details["plan"]["topic"]["action"]
+    return f"topic {decision}; {sent(context)}, verbatim turns {context.turn_indices}"
 
 
 def main(model: BaseChatModel | None = None) -> dict[str, Any]:
@@ -65,28 +63,10 @@ def main(model: BaseChatModel | None = None) -> dict[str, Any]:
         The agent's final state.
     """
     middleware = DiscourseTreeMiddleware(max_tokens=3000)
-    agent = create_agent(
-        model or make_model(),
-        tools=[],
-        system_prompt="You are a friendly travel and coding assistant. Answer briefly.",
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-    )
-    config = {"configurable": {"thread_id": "example"}}
-    for question in CONVERSATION:
-        state = agent.invoke({"messages": [HumanMessage(question)]}, config)
-        context = middleware.last_context
-        decision = context.details["plan"]["topic"]["action"]
-        print(f"> {question}")
-        print(f"  {state['messages'][-1].text}")
-        print(
-            f"  [topic {decision}; sent {context.tokens} of {context.history_tokens} tokens, "
-            f"verbatim turns {context.turn_indices}]"
-        )
+    agent = example_agent(model or make_model(), middleware, SYSTEM_PROMPT)
+    state = converse(agent, middleware, CONVERSATION, note)
 
-    print("\nFor the last question the model received:")
-    for message in middleware.last_context.messages():
-        print(f"  {message.role}: {message.text}")
+    print_received(middleware.last_context)
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print("\nThe conversation as a forest (* = active path):\n" + middleware.strategy.explain())
     page = middleware.strategy.render_html(os.path.join(tempfile.gettempdir(), "discourse_forest.html"))

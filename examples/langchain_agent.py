@@ -20,14 +20,14 @@ import os
 from typing import Any
 
 from _fake import OfflineChatModel
-from langchain.agents import create_agent
+from _run import chat_model, converse, example_agent, print_received, sent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt import KadaneDialMiddleware
 
+SYSTEM_PROMPT = "You are a friendly assistant. Answer in one or two sentences."
 CONVERSATION = [
     "Hi! I just adopted a grey cat from the shelter and named her Miso.",
     "My sourdough starter smells like nail polish remover. Is that bad?",
@@ -62,14 +62,7 @@ def make_model() -> BaseChatModel:
     name = os.environ.get("CTXMGMT_MODEL") or (
         "openai:gpt-4o-mini" if os.environ.get("OPENAI_API_KEY") else None
     )
-    if name:
-        try:
-            from langchain.chat_models import init_chat_model
-
-            return init_chat_model(name)
-        except Exception as exc:  # missing provider package, bad name, ...
-            print(f"Cannot build {name!r} ({exc}); using the offline model.")
-    return offline_model()
+    return chat_model(name, "using the offline model") or offline_model()
 
 
 def main(model: BaseChatModel | None = None) -> dict[str, Any]:
@@ -82,25 +75,12 @@ def main(model: BaseChatModel | None = None) -> dict[str, Any]:
         The agent's final state.
     """
     middleware = KadaneDialMiddleware(max_tokens=3000)
-    agent = create_agent(
-        model or make_model(),
-        tools=[get_weather],
-        system_prompt="You are a friendly assistant. Answer in one or two sentences.",
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
+    agent = example_agent(model or make_model(), middleware, SYSTEM_PROMPT, tools=[get_weather])
+    state = converse(
+        agent, middleware, CONVERSATION, lambda context: f"{sent(context)}, turns {context.turn_indices}"
     )
-    config = {"configurable": {"thread_id": "example"}}
-    for question in CONVERSATION:
-        state = agent.invoke({"messages": [HumanMessage(question)]}, config)
-        context = middleware.last_context
-        print(f"> {question}")
-        print(f"  {state['messages'][-1].text}")
-        print(f"  [sent {context.tokens} of {context.history_tokens} tokens, turns {context.turn_indices}]")
 
-    print("\nFor the last question the model received:")
-    for message in middleware.last_context.messages():
-        calls = f" {[c['name'] for c in message.tool_calls]}" if message.tool_calls else ""
-        print(f"  {message.role}: {message.text}{calls}")
+    print_received(middleware.last_context)
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print("\nWhy:\n" + middleware.explain())
     return state

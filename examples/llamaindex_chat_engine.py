@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from _fake import OfflineLLM
+from _run import print_received, print_turn, sent
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import LLM
 
@@ -66,15 +67,10 @@ def main(llm: LLM | None = None, embed_model: Any = None) -> KadaneDialMemory:
     for question in CONVERSATION:
         response = engine.chat(question)
         context = memory.last_context
-        print(f"> {question}")
-        print(f"  {response}")
-        print(f"  [sent {context.tokens} of {context.history_tokens} tokens, turns {context.turn_indices}]")
+        print_turn(question, str(response), f"{sent(context)}, turns {context.turn_indices}")
 
     # SimpleChatEngine sends its system prompt, then exactly what memory.get() returned.
-    print("\nFor the last question the LLM received:")
-    print(f"  system: {SYSTEM_PROMPT}")
-    for message in memory.last_context.messages():
-        print(f"  {message.role}: {message.text}")
+    print_received(memory.last_context, who="LLM", system=SYSTEM_PROMPT)
     print(f"\nThe chat store still holds all {len(memory.get_all())} messages.")
     print("\nWhy:\n" + memory.explain())
     return memory

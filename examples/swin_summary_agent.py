@@ -20,13 +20,12 @@ import os
 from typing import Any
 
 from _fake import OfflineChatModel
-from langchain.agents import create_agent
+from _run import chat_model, converse, example_agent, print_received, sent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt import SWinSummaryMiddleware
 
+SYSTEM_PROMPT = "You are Dana's assistant. Answer in one or two sentences."
 CONVERSATION = [
     "Hi, I'm Dana. I moved to Porto in March 2024 for a job at a robotics startup.",
     "My sister Lea visits me on 14 June; she is allergic to peanuts.",
@@ -43,16 +42,7 @@ CONVERSATION = [
 
 def summarizer_model() -> BaseChatModel | None:
     """A real model to summarise with if ``CTXMGMT_MODEL`` is set and usable, else None (extractive)."""
-    name = os.environ.get("CTXMGMT_MODEL")
-    if not name:
-        return None
-    try:
-        from langchain.chat_models import init_chat_model
-
-        return init_chat_model(name)
-    except Exception as exc:  # missing provider package, bad name, ...
-        print(f"Cannot build {name!r} ({exc}); summarising offline.")
-        return None
+    return chat_model(os.environ.get("CTXMGMT_MODEL"), "summarising offline")
 
 
 def main(model: BaseChatModel | None = None) -> dict[str, Any]:
@@ -66,25 +56,15 @@ def main(model: BaseChatModel | None = None) -> dict[str, Any]:
     """
     llm = summarizer_model()
     middleware = SWinSummaryMiddleware(max_tokens=2000, window=6, overlap=2, llm=llm)
-    agent = create_agent(
-        model or llm or OfflineChatModel(),
-        tools=[],
-        system_prompt="You are Dana's assistant. Answer in one or two sentences.",
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
+    agent = example_agent(model or llm or OfflineChatModel(), middleware, SYSTEM_PROMPT)
+    state = converse(
+        agent,
+        middleware,
+        CONVERSATION,
+        lambda context: f"{sent(context)}, verbatim turns {context.turn_indices}",
     )
-    config = {"configurable": {"thread_id": "example"}}
-    for question in CONVERSATION:
-        state = agent.invoke({"messages": [HumanMessage(question)]}, config)
-        context = middleware.last_context
-        print(f"> {question}")
-        print(f"  {state['messages'][-1].text}")
-        sent = f"{context.tokens} of {context.history_tokens} tokens"
-        print(f"  [sent {sent}, verbatim turns {context.turn_indices}]")
 
-    print("\nFor the last question the model received:")
-    for message in middleware.last_context.messages():
-        print(f"  {message.role}: {message.text}")
+    print_received(middleware.last_context)
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print(f"Summariser LLM calls: {middleware.llm_calls}")
     print("\nWhy:\n" + middleware.explain())

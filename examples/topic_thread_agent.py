@@ -21,13 +21,12 @@ import os
 from typing import Any
 
 from _fake import OfflineChatModel
-from langchain.agents import create_agent
+from _run import chat_model, converse, example_agent, print_received, sent
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware
 
+SYSTEM_PROMPT = "You are Dana's assistant. Answer in one or two sentences."
 CONVERSATION = [
     "My sister Lea visits me in Porto on 14 June; she is allergic to peanuts.",
     "The warehouse robot's lidar keeps failing in bright sunlight.",
@@ -42,16 +41,7 @@ CONVERSATION = [
 
 def compressor_model() -> BaseChatModel | None:
     """A real model to compress with if ``CTXMGMT_MODEL`` is set and usable, else None (extractive)."""
-    name = os.environ.get("CTXMGMT_MODEL")
-    if not name:
-        return None
-    try:
-        from langchain.chat_models import init_chat_model
-
-        return init_chat_model(name)
-    except Exception as exc:  # missing provider package, bad name, ...
-        print(f"Cannot build {name!r} ({exc}); compressing offline.")
-        return None
+    return chat_model(os.environ.get("CTXMGMT_MODEL"), "compressing offline")
 
 
 def main(model: BaseChatModel | None = None) -> dict[str, Any]:
@@ -65,25 +55,15 @@ def main(model: BaseChatModel | None = None) -> dict[str, Any]:
     """
     llm = compressor_model()
     middleware = TopicThreadMiddleware(max_tokens=1500, llm=llm)
-    agent = create_agent(
-        model or llm or OfflineChatModel(),
-        tools=[],
-        system_prompt="You are Dana's assistant. Answer in one or two sentences.",
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
+    agent = example_agent(model or llm or OfflineChatModel(), middleware, SYSTEM_PROMPT)
+    state = converse(
+        agent,
+        middleware,
+        CONVERSATION,
+        lambda context: f"{sent(context)}, threads {context.details.get('retrieved', [])}",
     )
-    config = {"configurable": {"thread_id": "example"}}
-    for question in CONVERSATION:
-        state = agent.invoke({"messages": [HumanMessage(question)]}, config)
-        context = middleware.last_context
-        print(f"> {question}")
-        print(f"  {state['messages'][-1].text}")
-        threads = context.details.get("retrieved", [])
-        print(f"  [sent {context.tokens} of {context.history_tokens} tokens, threads {threads}]")
 
-    print("\nFor the last question the model received:")
-    for message in middleware.last_context.messages():
-        print(f"  {message.role}: {message.text}")
+    print_received(middleware.last_context)
     print(f"\nThe agent state still holds all {len(state['messages'])} messages.")
     print(f"Compressor LLM calls: {middleware.llm_calls}")
     print("\nThreads, scores and decay:\n" + middleware.explain())

@@ -561,6 +561,26 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         store = self._sessions().store
         return None if store is None else MessageLog(store, f"flushed:{self.name}:{_session_key(session_id)}")
 
+    def clear_session(self, session_id: str | None = None) -> None:
+        """Forget a session: its flushed messages and derived state, here and in the store.
+
+        ``Memory.reset()`` clears only ``Memory``'s own messages; call this beside it (e.g. when
+        a user deletes their conversation) so nothing derived from it stays in the block's store.
+        """
+        log = self._log(session_id)
+        if log is not None:
+            log.store.delete(log.key)
+        with self._lock:
+            self._histories.pop(session_id, None)
+            self._converted.pop(session_id, None)
+        pool = self._sessions()
+        pool.get(_session_key(session_id)).clear()
+        pool.discard(_session_key(session_id))
+
+    async def aclear_session(self, session_id: str | None = None) -> None:
+        """Async :meth:`clear_session`."""
+        await asyncio.to_thread(self.clear_session, session_id)
+
     def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
         """Every message flushed into the block for ``session_id``, as received (lossless)."""
         return list(self._history(session_id)[0])

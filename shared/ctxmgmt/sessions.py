@@ -108,17 +108,25 @@ class Session:
                     self._unload()
                 except StoreError as exc:
                     logger.warning(
-                        "state store failed for session %r (%s); working without it", self.key, exc
+                        "state store failed for session %r (%s); this call works without it", self.key, exc
                     )
-                    self._unload()
-                    self.store = None
-                    self._loaded = True
+                    self._sync_without_store(past, chains)
+                    return
             self._unload()
             self.store, self._loaded = None, True
             logger.warning(
                 "session %r: gave up writing after %d conflicts; working in process", self.key, RETRIES
             )
             self._sync(past, chains)
+
+    def _sync_without_store(self, past: Sequence[Turn], chains: list[str]) -> None:
+        """Rebuild in process for this call; the next call loads from the store again."""
+        store, self.store = self.store, None
+        self._unload()
+        try:
+            self._sync(past, chains)
+        finally:
+            self.store, self._loaded = store, store is None
 
     def _sync(self, past: Sequence[Turn], chains: list[str]) -> None:
         if not self._loaded:

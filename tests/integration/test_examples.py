@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sqlite3
 import tempfile
+import urllib.parse
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -120,6 +124,92 @@ def check_topic_thread_agent(run: Run) -> None:
     assert "decay" in run.out.split("Threads, scores and decay:", 1)[1]
 
 
+def halves(out: str) -> tuple[str, str]:
+    """A persistent example's output before and after its restart."""
+    before, after = out.split("\n=== Restart", 1)
+    return before, after
+
+
+def check_persistent_agent(run: Run) -> None:
+    """Both storage variants: the thread goes on after the restart, its stored turns not embedded again."""
+    assert run.last[0] == "system: You are a friendly assistant. Answer in one or two sentences."
+    # the first turn, from before the restart, is relevant to the last question and reached the model
+    assert "user: Hi! I just adopted a grey cat from the shelter and named her Miso." in run.last
+    assert run.last[-1] == "user: Which vaccinations does my new kitten need at the vet?"
+    assert "barre chords" not in run.last_text
+    assert len(run.calls) == 6  # one model call per question, 4 before the restart and 2 after
+    # the new checkpointer gave the new agent the whole thread, and the thread went on
+    assert run.result["messages"][0].text.startswith("Hi! I just adopted a grey cat")
+    assert len(run.result["messages"]) == 12
+    before, after = halves(run.out)
+    assert "The checkpointer holds 0 messages of thread 'persistent-example'." in before
+    assert "The checkpointer holds 8 messages of thread 'persistent-example'." in after
+    # 3 turns were stored before the restart (the 4th ended after the last model call); the new
+    # middleware restored them and embedded only the turns that ended after it started
+    assert "3 completed turns: 0 restored from the store without embedding, 3 embedded" in before
+    assert "5 completed turns: 3 restored from the store without embedding, 2 embedded" in after
+    assert "Questions embedded by this process: 2." in after
+
+
+def stored(db: Any, session: str) -> dict[str, int]:
+    """What the store holds for a session: per kind of record (the strategy's name, or "messages"
+    for the raw messages a block keeps), how many turns or messages."""
+    placeholder = "?" if isinstance(db, sqlite3.Connection) else "%s"
+    query = f"SELECT strategy, turns FROM ctxmgmt_sessions WHERE key LIKE {placeholder}"
+    return dict(db.execute(query, (f"%:{session}",)).fetchall())
+
+
+def check_persistent_agent_sqlite(run: Run) -> None:
+    check_persistent_agent(run)
+    assert "Checkpoints: SQLite" in run.out
+    directory = run.tmp_path / "ctxmgmt-persistent-agent"
+    with closing(sqlite3.connect(directory / "memories.db")) as db:
+        assert stored(db, "persistent-example") == {"kadanedial": 5}
+    with closing(sqlite3.connect(directory / "checkpoints.db")) as db:
+        query = "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?"
+        assert db.execute(query, ("persistent-example",)).fetchone()[0] > 0
+
+
+def check_persistent_agent_postgres(run: Run) -> None:
+    import psycopg
+
+    check_persistent_agent(run)
+    assert "Checkpoints: PostgreSQL (PostgresSaver)" in run.out and "NOT in PostgreSQL" not in run.out
+    assert not list((run.tmp_path / "ctxmgmt-persistent-agent").iterdir())  # nothing went to SQLite
+    with psycopg.connect(os.environ["CTXMGMT_POSTGRES_DSN"]) as db:
+        assert stored(db, "persistent-example") == {"kadanedial": 5}
+        query = "SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s"
+        assert db.execute(query, ("persistent-example",)).fetchone()[0] > 0
+
+
+def check_persistent_llamaindex_agent(run: Run) -> None:
+    from llama_index.core.storage.chat_store.sql import MessageStatus
+
+    miso = "user: Hi! I just adopted a grey cat from the shelter and named her Miso."
+    assert run.last[0] == "system: You are a friendly assistant. Answer in one or two sentences."
+    assert run.last[-1] == "user: Which vaccinations does my new kitten need at the vet?"
+    # Memory flushed the first turn into the block before the restart: after it, the turn is no
+    # longer in Memory's queue, so the LLM got it from the block's store
+    assert miso in run.last
+    assert miso not in [line(m) for m in run.result.get_all(status=MessageStatus.ACTIVE)]
+    # the tool turn flushed before the restart came back whole: call, result and answer
+    assert "tool: Sunny and 24 degrees in Lisbon." in run.last
+    assert "assistant: The tool says: Sunny and 24 degrees in Lisbon." in run.last
+    assert len(run.result.get_all()) == 16  # Memory's chat.db keeps every message
+    before, after = halves(run.out)
+    assert "the block (memories.db) holds 0 flushed messages (0 turns)" in before
+    assert "Turns flushed while this process ran: 2; turns this process embedded: 2." in before
+    assert "Memory's queue (chat.db) holds 6 messages" in after
+    assert "the block (memories.db) holds 6 flushed messages (2 turns)" in after
+    assert "The 2 turn(s) flushed before this process started came back from memories.db." in after
+    # only the turns flushed after the restart were embedded, none of the 2 restored ones
+    assert "Turns flushed while this process ran: 3; turns this process embedded: 3." in after
+    directory = run.tmp_path / "ctxmgmt-persistent-llamaindex"
+    with closing(sqlite3.connect(directory / "memories.db")) as db:
+        # the 12 flushed messages, and derived state for the 5 turns they make up
+        assert stored(db, "user-1") == {"messages": 12, "kadanedial": 5}
+
+
 EXAMPLE_CASES = [
     # the example, its function or class that builds the offline model, what to check
     ("langchain_agent", "make_model", check_langchain_agent),
@@ -128,8 +218,25 @@ EXAMPLE_CASES = [
     ("acm_tiered_agent", "make_model", check_acm_tiered_agent),
     ("swin_summary_agent", "OfflineChatModel", check_swin_summary_agent),
     ("topic_thread_agent", "OfflineChatModel", check_topic_thread_agent),
+    ("persistent_agent", "OfflineChatModel", check_persistent_agent_sqlite),
+    ("persistent_agent", "OfflineChatModel", check_persistent_agent_postgres),
+    ("persistent_llamaindex_agent", "make_llm", check_persistent_llamaindex_agent),
 ]
-EMBEDDING = {"langchain_agent", "llamaindex_chat_engine", "discourse_tree_agent", "topic_thread_agent"}
+CASE_IDS = [check.__name__.removeprefix("check_") for _, _, check in EXAMPLE_CASES]
+EMBEDDING = {
+    "langchain_agent",
+    "llamaindex_chat_engine",
+    "discourse_tree_agent",
+    "topic_thread_agent",
+    "persistent_agent",
+    "persistent_llamaindex_agent",
+}
+POSTGRES = {check_persistent_agent_postgres}  # run with CTXMGMT_POSTGRES_DSN set to a real server
+
+
+def postgres_url(conninfo: str) -> str:
+    """The URL form of a ``key=value`` conninfo (the examples take ``postgresql://`` DSNs)."""
+    return "postgresql:///?" + urllib.parse.urlencode(dict(part.split("=", 1) for part in conninfo.split()))
 
 
 @pytest.fixture
@@ -139,15 +246,21 @@ def bundled_embedder(name, request):
         request.getfixturevalue("default_embedder")
 
 
+@pytest.fixture
+def storage(check, request, monkeypatch):
+    """``CTXMGMT_POSTGRES_DSN``: the throwaway server for the PostgreSQL cases, unset for the others."""
+    monkeypatch.delenv("CTXMGMT_POSTGRES_DSN", raising=False)
+    if check in POSTGRES:
+        monkeypatch.setenv("CTXMGMT_POSTGRES_DSN", postgres_url(request.getfixturevalue("postgres_dsn")))
+
+
 def test_every_example_is_covered() -> None:
     scripts = {path.stem for path in EXAMPLES.glob("*.py") if not path.name.startswith("_")}
     assert scripts == {name for name, _, _ in EXAMPLE_CASES}
 
 
-@pytest.mark.parametrize(
-    ("name", "factory", "check"), EXAMPLE_CASES, ids=[name for name, _, _ in EXAMPLE_CASES]
-)
-def test_example_runs_offline(name, factory, check, bundled_embedder, monkeypatch, capsys, tmp_path):
+@pytest.mark.parametrize(("name", "factory", "check"), EXAMPLE_CASES, ids=CASE_IDS)
+def test_example_runs_offline(name, factory, check, bundled_embedder, storage, monkeypatch, capsys, tmp_path):
     monkeypatch.delenv("CTXMGMT_MODEL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where an example writes files

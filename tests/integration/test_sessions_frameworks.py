@@ -252,3 +252,27 @@ def test_async_agent_with_a_store(tmp_path):
     assert len(middleware.session_for("x").strategy) == 4
     assert isinstance(model.received[-1][-1], HumanMessage)
     assert not isinstance(model.received[-1][-1], AIMessage)
+
+
+def test_memory_block_forgets_a_session_everywhere(tmp_path):
+    path = tmp_path / "blocks.db"
+    block = KadaneDialBlock(embed_model=HashingEmbedder(), store=f"sqlite:///{path}")
+    messages = [
+        ChatMessage(role="user", content=q, additional_kwargs={"session_id": "u9"}) for q, _ in facts(4)
+    ]
+    asyncio.run(block.aput(messages))
+    asyncio.run(block.aget(messages=[ChatMessage(role="user", content="cat?")], session_id="u9"))
+    asyncio.run(block.aclear_session("u9"))
+    assert block.stored_messages("u9") == []
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM ctxmgmt_records").fetchone()[0] == 0
+    restarted = KadaneDialBlock(embed_model=HashingEmbedder(), store=f"sqlite:///{path}")
+    assert restarted.stored_messages("u9") == []
+
+
+def test_store_accepts_a_keyword_conninfo(postgres_dsn):
+    middleware = KadaneDialMiddleware(embedder=HashingEmbedder(), store=postgres_dsn)
+    _, agent = agent_with(middleware)
+    say(agent, "kw", "My grey cat is called Miso.")
+    say(agent, "kw", "What is my cat called?")
+    assert len(middleware.session_for("kw").strategy) == 1

@@ -12,6 +12,7 @@ psycopg.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from ctxmgmt.exceptions import ConfigurationError
@@ -44,8 +45,8 @@ __all__ = [
 
 ACCEPTED = (
     "None or 'memory://' (in process), 'sqlite:///relative/path.db', 'sqlite:////absolute/path.db', "
-    "'sqlite:///:memory:', a PostgreSQL DSN ('postgresql://user:password@host:5432/dbname' or "
-    "'postgres://...'), or a StateStore object"
+    "'sqlite:///:memory:', a PostgreSQL DSN ('postgresql://user:password@host:5432/dbname', "
+    "'postgres://...' or 'host=... dbname=...'), or a StateStore object"
 )
 
 
@@ -57,6 +58,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+_KEYWORD_CONNINFO = re.compile(
+    r"^\s*(host|hostaddr|port|dbname|user|password|service|sslmode)\s*=", re.IGNORECASE
+)
+"""A libpq keyword/value connection string (its first keyword is a connection keyword)."""
+
+
 def open_store(spec: StateStore | str | None = None) -> StateStore:
     """The state store ``spec`` names.
 
@@ -66,7 +73,8 @@ def open_store(spec: StateStore | str | None = None) -> StateStore:
             working directory (``"sqlite:////abs/path.db"`` for an absolute path,
             ``"sqlite:///:memory:"`` for a private in-memory database).
             ``"postgresql://..."`` or ``"postgres://..."`` (also ``"postgresql+psycopg://..."``):
-            a :class:`PostgresStore` on that DSN.
+            a :class:`PostgresStore` on that DSN; so is a libpq keyword conninfo
+            (``"host=/run/postgresql dbname=app user=app"``).
             A :class:`StateStore` object is returned as is.
 
     Raises:
@@ -94,6 +102,10 @@ def open_store(spec: StateStore | str | None = None) -> StateStore:
             from ctxmgmt.store.postgres import PostgresStore
 
             return PostgresStore("postgresql://" + rest)
+        if not sep and _KEYWORD_CONNINFO.match(text):  # libpq keyword form: "host=/tmp dbname=app"
+            from ctxmgmt.store.postgres import PostgresStore
+
+            return PostgresStore(text)
         raise ConfigurationError(f"unknown store {_shorten(spec)!r}; use {ACCEPTED}")
     if isinstance(spec, StateStore):
         return spec

@@ -1,0 +1,132 @@
+"""How the examples run their conversation and print what the model received.
+
+Every example talks through a list of questions, prints each answer with a note on what was
+sent, and then prints the messages the model got for the last question. The lines for that
+are here, so that each example shows only what is its own: the memory, its settings and what
+it explains; so is ``CountingEmbedder``, which the persistence examples use to show what was
+(not) embedded again after a restart. The LangChain half is defined only if LangChain is
+installed (see ``_fake.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from importlib.util import find_spec
+from typing import Any
+
+import numpy as np
+
+from ctxmgmt import Context
+
+
+def sent(context: Context) -> str:
+    """How much of the conversation went to the model: ``sent 210 of 640 tokens``."""
+    return f"sent {context.tokens} of {context.history_tokens} tokens"
+
+
+def print_turn(question: str, answer: str, note: str) -> None:
+    """One exchange: the question, the answer and, in brackets, a note on what was sent."""
+    print(f"> {question}")
+    print(f"  {answer}")
+    print(f"  [{note}]")
+
+
+class CountingEmbedder:
+    """An embedder that counts what it embeds: texts of turns (``embed``) and questions (``embed_query``).
+
+    Args:
+        inner: The embedder doing the work; default the bundled all-MiniLM-L6-v2.
+    """
+
+    def __init__(self, inner: Any = None) -> None:
+        from ctxmgmt.components.embedder import default_embedder
+
+        self.inner = default_embedder() if inner is None else inner
+        self.texts = 0
+        self.queries = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed turns (counted in ``texts``)."""
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed a question (counted in ``queries``), with the inner embedder's query path if it has one."""
+        self.queries += 1
+        query = getattr(self.inner, "embed_query", None)
+        return query(text) if callable(query) else self.inner.embed([text])
+
+
+def print_received(context: Context, who: str = "model", system: str | None = None) -> None:
+    """The messages of ``context``, one ``role: text`` line each (tool calls by name).
+
+    Args:
+        context: The context built for the last question.
+        who: What received it, for the heading.
+        system: A system prompt the framework sends before the context, shown first.
+    """
+    print(f"\nFor the last question the {who} received:")
+    if system is not None:
+        print(f"  system: {system}")
+    for message in context.messages():
+        calls = f" {[call['name'] for call in message.tool_calls]}" if message.tool_calls else ""
+        print(f"  {message.role}: {message.text}{calls}")
+
+
+if find_spec("langchain") is not None:
+    from langchain.agents import create_agent
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def chat_model(name: str | None, instead: str) -> BaseChatModel | None:
+        """The ``init_chat_model`` model called ``name``; None if there is no name or it cannot be built.
+
+        Args:
+            name: Any ``init_chat_model`` string, e.g. ``"openai:gpt-4o-mini"``.
+            instead: What the example does without it, said when the model cannot be built.
+        """
+        if not name:
+            return None
+        try:
+            from langchain.chat_models import init_chat_model
+
+            return init_chat_model(name)
+        except Exception as exc:  # missing provider package, bad name, ...
+            print(f"Cannot build {name!r} ({exc}); {instead}.")
+            return None
+
+    def example_agent(
+        model: BaseChatModel,
+        middleware: Any,
+        system_prompt: str,
+        tools: Sequence[Any] = (),
+        checkpointer: Any = None,
+    ) -> Any:
+        """``create_agent`` with one middleware; its checkpointer (default: in memory) keeps the history."""
+        return create_agent(
+            model,
+            tools=list(tools),
+            system_prompt=system_prompt,
+            middleware=[middleware],
+            checkpointer=InMemorySaver() if checkpointer is None else checkpointer,
+        )
+
+    def converse(
+        agent: Any,
+        middleware: Any,
+        questions: Iterable[str],
+        note: Callable[[Context], str],
+        thread_id: str = "example",
+    ) -> dict[str, Any]:
+        """Ask the questions in thread ``thread_id``; print each with its answer and ``note(last context)``.
+
+        Returns:
+            The agent's final state.
+        """
+        config = {"configurable": {"thread_id": thread_id}}
+        state: dict[str, Any] = {}
+        for question in questions:
+            state = agent.invoke({"messages": [HumanMessage(question)]}, config)
+            print_turn(question, state["messages"][-1].text, note(middleware.last_context))
+        return state

@@ -108,6 +108,7 @@ DEFAULTS: dict[str, Any] = {
     "rss_bound": 1000,
     "overhead_prefill": 300,
     "overhead_adds": 150,
+    "restart_adds": 5,
 }
 QUICK: dict[str, Any] = {
     "turns": 120,
@@ -122,6 +123,7 @@ QUICK: dict[str, Any] = {
     "rss_bound": 100,
     "overhead_prefill": 40,
     "overhead_adds": 20,
+    "restart_adds": 2,
 }
 
 
@@ -512,7 +514,41 @@ def _child_restart(task: dict[str, Any]) -> dict[str, Any]:
         _timed_first_select(task["variant"], task["store"], turns, base, extractor)
         for _ in range(task["reps"])
     ]
-    return {"runs": runs}
+    return {"runs": runs, **_timed_adds(task, base, extractor)}
+
+
+def _timed_adds(task: dict[str, Any], base: Any, extractor: Any) -> dict[str, Any]:
+    """Add a few turns to the restored conversation one by one: detached from the store vs through it.
+
+    Runs last (it writes the new turns to the store). "In process" is a session restored from
+    the store and then detached from it (``session.store = None``), so both add to the same state.
+    """
+    from ctxmgmt.sessions import SessionPool
+
+    n, adds, variant = task["turns"], task.get("adds", 0), task["variant"]
+    if not adds:
+        return {}
+    every = conversation(n + adds)
+    out: dict[str, list[float]] = {}
+    for label in ("in_process", "store"):
+        store = open_backend(task["store"])
+        embedder, llm = CountingEmbedder(base), FakeLLM()
+        pool = SessionPool(
+            lambda e=embedder, m=llm: strategy_for(variant, embedder=e, llm=m, extractor=extractor),
+            store=store,
+        )
+        session = pool.get(variant)
+        session.sync(every[:n])
+        if label == "in_process":
+            session.store = None
+        times = []
+        for k in range(n, n + adds):
+            start = time.perf_counter()
+            session.sync(every[: k + 1])
+            times.append((time.perf_counter() - start) * 1000)
+        out[f"add_ms_{label}"] = times
+        store.close()
+    return out
 
 
 def _child_rebuild(task: dict[str, Any]) -> dict[str, Any]:
@@ -531,6 +567,7 @@ def part_restart(
     embedder: str,
     workdir: Path,
     today: bool = True,
+    adds: int = 0,
 ) -> list[dict[str, Any]]:
     """Part a: first sync + select on a stored conversation in a new process, per memory and store."""
     stores = {"sqlite": "sqlite"}
@@ -543,7 +580,8 @@ def part_restart(
         for backend, spec in stores.items():
             spec = built[variant]["sqlite_spec"] if backend == "sqlite" else spec
             task = {"kind": "restart", "variant": variant, "store": spec, "turns": turns, "reps": reps}
-            runs = run_child({**task, "embedder": embedder})["runs"]
+            res = run_child({**task, "embedder": embedder, "adds": adds})
+            runs = res["runs"]
             row[backend] = {
                 "p50_ms": statistics.median(r["ms"] for r in runs),
                 "first_ms": runs[0]["ms"],
@@ -564,6 +602,9 @@ def part_restart(
                 "turns_held": min(r["turns_held"] for r in runs),
                 "runs_ms": [r["ms"] for r in runs],
             }
+            if res.get("add_ms_store"):
+                row[backend]["add_p50_ms_in_process"] = statistics.median(res["add_ms_in_process"])
+                row[backend]["add_p50_ms_store"] = statistics.median(res["add_ms_store"])
         if today:
             task = {
                 "kind": "rebuild",
@@ -1361,6 +1402,26 @@ def report(results: dict[str, Any]) -> str:
                 rows,
             )
         )
+        rows = [
+            [
+                r["memory"],
+                backend,
+                r[backend]["add_p50_ms_in_process"],
+                r[backend]["add_p50_ms_store"],
+                r[backend]["add_p50_ms_store"] - r[backend]["add_p50_ms_in_process"],
+            ]
+            for r in results["restart"]
+            for backend in ("sqlite", "postgres")
+            if "add_p50_ms_store" in r.get(backend, {})
+        ]
+        if rows:
+            out.append(
+                table(
+                    f"a2. adding one turn to the restored {turns:,}-turn conversation (p50 ms)",
+                    ["memory", "store", "in process", "through the store", "store overhead"],
+                    rows,
+                )
+            )
     if "threads" in results:
         out.append(
             table(
@@ -1539,7 +1600,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["postgres"] = "given" if args.postgres else ("throwaway" if pg else "skipped")
             if "a" in parts:
                 results["restart"] = part_restart(
-                    turns=sizes["turns"], reps=sizes["reps"], pg=pg, embedder=args.embedder, workdir=workdir
+                    turns=sizes["turns"],
+                    reps=sizes["reps"],
+                    pg=pg,
+                    embedder=args.embedder,
+                    workdir=workdir,
+                    adds=sizes["restart_adds"],
                 )
             if "b" in parts:
                 results["threads"] = part_threads(turns=sizes["thread_turns"], embedder=args.embedder)

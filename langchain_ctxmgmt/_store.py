@@ -41,15 +41,12 @@ class LangGraphStateStore(ItemStateStore):
         True
     """
 
+    backend_type = BaseStore
+
     def __init__(self, store: BaseStore, *, root: str = NAMESPACE_ROOT) -> None:
-        super().__init__()
-        if not isinstance(store, BaseStore):
-            raise TypeError(f"LangGraphStateStore needs a langgraph BaseStore, not {type(store).__name__}")
+        super().__init__(store)
         self.store = store
         self.root = root
-
-    def __repr__(self) -> str:
-        return f"LangGraphStateStore({type(self.store).__name__})"
 
     def _namespace(self, space: str) -> tuple[str, ...]:
         return (self.root, space)
@@ -89,6 +86,4 @@ def as_state_store(obj: Any) -> StateStore:
     Raises:
         ConfigurationError: ``obj`` names no store.
     """
-    if isinstance(obj, BaseStore):
-        return LangGraphStateStore(obj)
-    return open_store(obj)
+    return open_store(obj, wrappers={BaseStore: LangGraphStateStore})

@@ -38,15 +38,12 @@ class KVStateStore(ItemStateStore):
         True
     """
 
+    backend_type = BaseKVStore
+
     def __init__(self, kvstore: BaseKVStore, *, prefix: str = COLLECTION_PREFIX) -> None:
-        super().__init__()
-        if not isinstance(kvstore, BaseKVStore):
-            raise TypeError(f"KVStateStore needs a llama_index BaseKVStore, not {type(kvstore).__name__}")
+        super().__init__(kvstore)
         self.kvstore = kvstore
         self.prefix = prefix
-
-    def __repr__(self) -> str:
-        return f"KVStateStore({type(self.kvstore).__name__})"
 
     def _collection(self, space: str) -> str:
         return self.prefix + space
@@ -80,6 +77,4 @@ def as_state_store(obj: Any) -> StateStore:
     Raises:
         ConfigurationError: ``obj`` names no store.
     """
-    if isinstance(obj, BaseKVStore):
-        return KVStateStore(obj)
-    return open_store(obj)
+    return open_store(obj, wrappers={BaseKVStore: KVStateStore})

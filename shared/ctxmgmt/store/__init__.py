@@ -13,6 +13,7 @@ psycopg.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ctxmgmt.exceptions import ConfigurationError
@@ -64,7 +65,11 @@ _KEYWORD_CONNINFO = re.compile(
 """A libpq keyword/value connection string (its first keyword is a connection keyword)."""
 
 
-def open_store(spec: StateStore | str | None = None) -> StateStore:
+def open_store(
+    spec: StateStore | str | None = None,
+    *,
+    wrappers: Mapping[type, Callable[[Any], StateStore]] | None = None,
+) -> StateStore:
     """The state store ``spec`` names.
 
     Args:
@@ -76,6 +81,8 @@ def open_store(spec: StateStore | str | None = None) -> StateStore:
             a :class:`PostgresStore` on that DSN; so is a libpq keyword conninfo
             (``"host=/run/postgresql dbname=app user=app"``).
             A :class:`StateStore` object is returned as is.
+        wrappers: Framework store classes and the StateStore that wraps each (the adapters
+            pass theirs: a LangGraph ``BaseStore``, a LlamaIndex ``BaseKVStore``).
 
     Raises:
         ConfigurationError: ``spec`` is none of these, or psycopg is missing for a DSN.
@@ -87,6 +94,9 @@ def open_store(spec: StateStore | str | None = None) -> StateStore:
     """
     if spec is None:
         return InMemoryStore()
+    for kind, wrap in (wrappers or {}).items():
+        if isinstance(spec, kind):
+            return wrap(spec)
     if isinstance(spec, str):
         text = spec.strip()
         scheme, sep, rest = text.partition("://")

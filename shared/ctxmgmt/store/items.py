@@ -32,8 +32,9 @@ import string
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.store.base import (
     SCHEMA_VERSION,
     AsyncStateStore,
@@ -121,10 +122,21 @@ class ItemStateStore(AsyncStateStore):
     docstring for the layout and the consistency guarantees.
     """
 
-    def __init__(self) -> None:
+    backend_type: ClassVar[type] = object
+    """The framework store class this wraps (checked on construction)."""
+
+    def __init__(self, backend: Any) -> None:
+        if not isinstance(backend, self.backend_type):
+            raise ConfigurationError(
+                f"{type(self).__name__} wraps a {self.backend_type.__name__}, not {type(backend).__name__}"
+            )
+        self.backend = backend
         # One lock for the whole store: the stores wrapped (LangGraph's InMemoryStore among them)
         # are not safe for concurrent use from several threads, even on different namespaces.
         self._store_lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.backend).__name__})"
 
     # -- what a backend provides -----------------------------------------------------------------
     @abstractmethod

@@ -77,7 +77,6 @@ class AdapterField:
         doc: One line for the docstring.
         component: True for components and ``llm`` (objects: never serialised, not validated
             by the config).
-        strategy_name: Name of the strategy keyword it feeds (differs for ``embed_model``).
     """
 
     name: str
@@ -85,7 +84,6 @@ class AdapterField:
     default: Any
     doc: str
     component: bool = False
-    strategy_name: str = ""
 
 
 def budget_param(strategy_class: type[Strategy]) -> Param | None:
@@ -103,7 +101,7 @@ def adapter_fields(
     use one. ``token_counter`` and the budget belong to every adapter base.
     """
     fields = [
-        AdapterField(p.name, p.annotation, p.default, p.doc, strategy_name=p.name)
+        AdapterField(p.name, p.annotation, p.default, p.doc)
         for p in strategy_class.config_class.params()
         if not p.budget
     ]
@@ -115,12 +113,11 @@ def adapter_fields(
                 None,
                 COMPONENT_DOCS[name],
                 component=True,
-                strategy_name=name,
             )
         )
     if strategy_class.llm_component is not None:
         doc = LLM_DOC.format(framework=framework, component=strategy_class.llm_component)
-        fields.append(AdapterField("llm", Any, None, doc, component=True, strategy_name="llm"))
+        fields.append(AdapterField("llm", Any, None, doc, component=True))
     return tuple(fields)
 
 

@@ -122,6 +122,20 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         session_id: The conversation's id in ``store``; None = ``chat_memory.session_id``
             when the history has one (``RedisChatMessageHistory``, ``SQLChatMessageHistory``),
             else ``"default"``.
+
+    Drop-in for ``ConversationBufferMemory``-style classes: ``buffer``, ``buffer_as_str`` and
+    ``buffer_as_messages`` exist too, but hold the *full* history (the memory never trims it);
+    the selection is what :meth:`load_memory_variables` returns.
+
+    With ``ConversationalRetrievalChain`` (``langchain_classic``), configure it as that chain
+    expects of any memory: ``memory_key="chat_history"``, ``input_key="question"``,
+    ``output_key="answer"`` and ``return_messages=True`` (the chain iterates the history as
+    messages; a string fails there with ``ConversationBufferMemory`` too). Differences in
+    meaning from a buffer memory: the chain condenses the follow-up question with the
+    *selected* turns only (those relevant to the raw follow-up, within ``max_token_limit``),
+    not with the latest ones, and the selection is made for the question as the user typed
+    it, before condensing; summary or entity blocks reach the condense prompt as
+    ``system: ...`` lines. The history saved is the user's question and the chain's answer.
     """
 
     strategy_class: ClassVar[type[Strategy]]
@@ -189,6 +203,28 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
     @property
     def messages(self) -> list[BaseMessage]:
         """The full history, every message exactly as saved (lossless)."""
+        return list(self.chat_memory.messages)
+
+    @property
+    def buffer(self) -> str | list[BaseMessage]:
+        """The full history: :attr:`buffer_as_messages` with ``return_messages``, else :attr:`buffer_as_str`.
+
+        As ``ConversationBufferMemory.buffer``, but note the difference in meaning: here it is the
+        *whole* saved history, not what the model receives. The selection sent to the model is
+        what :meth:`load_memory_variables` returns (and :attr:`last_context` explains).
+        """
+        return self.buffer_as_messages if self.return_messages else self.buffer_as_str
+
+    @property
+    def buffer_as_str(self) -> str:
+        r"""The full history as one string (``"Human: ...\nAI: ..."`` with this memory's prefixes)."""
+        return get_buffer_string(
+            self.chat_memory.messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
+        )
+
+    @property
+    def buffer_as_messages(self) -> list[BaseMessage]:
+        """The full history as messages, exactly as saved (the same as :attr:`messages`)."""
         return list(self.chat_memory.messages)
 
     @property

@@ -12,6 +12,7 @@ Subclasses define their strategy's parameters as fields and implement ``_make_st
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -37,11 +38,12 @@ from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Context
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
-from ctxmgmt.session import build_context, select_originals
+from ctxmgmt.session import build_context, select_originals, split_current
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, MessageLog, Session, SessionPool
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import Message, group_turns
+from ctxmgmt.types import Message, group_turns, split_system
 from llamaindex_ctxmgmt._convert import (
+    QueryInput,
     latest_user_text,
     render_context,
     system_message,
@@ -96,7 +98,14 @@ def _resolve_counting(token_counter: Any, tokenizer_fn: Any) -> tuple[TokenCount
     return counter, tokenizer_fn if tokenizer_fn is not None else _CounterTokenizer(counter)
 
 
-def _check_initial_tokens(initial_token_count: Any, token_limit: int) -> int:
+def _room(initial_token_count: Any, token_limit: int) -> int:
+    """Tokens left for the memory after the caller's ``initial_token_count`` (0 = none left).
+
+    Raises:
+        ConfigurationError: ``initial_token_count`` is not an int >= 0.
+        BudgetExceededError: ``initial_token_count`` exceeds ``token_limit`` (a ``ValueError``,
+            as ``ChatMemoryBuffer`` raises).
+    """
     if (
         isinstance(initial_token_count, bool)
         or not isinstance(initial_token_count, int)
@@ -106,12 +115,11 @@ def _check_initial_tokens(initial_token_count: Any, token_limit: int) -> int:
             "initial_token_count must be an int >= 0 (tokens the caller already uses), "
             f"got {initial_token_count!r}"
         )
-    budget = token_limit - initial_token_count
-    if budget <= 0:
+    if initial_token_count > token_limit:
         raise BudgetExceededError(
-            f"initial_token_count ({initial_token_count}) leaves no room in token_limit ({token_limit})"
+            f"Initial token count exceeds token limit ({initial_token_count} > {token_limit})"
         )
-    return budget
+    return token_limit - initial_token_count
 
 
 def _pydantic_field(field: AdapterField) -> Any:
@@ -134,8 +142,15 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
     implement :meth:`_make_strategy`.
 
     Query inference covers every LlamaIndex caller: ``get(input=...)`` selects for ``input``
-    (``CondensePlusContextChatEngine``, agents after a tool call); ``get()`` selects for the
-    newest user message (``SimpleChatEngine`` and ``ContextChatEngine`` put it first).
+    (a str, ``ChatMessage`` or ``QueryBundle``: ``ContextChatEngine``,
+    ``CondensePlusContextChatEngine``, ``CondenseQuestionChatEngine``, agents after a tool
+    call); ``get()`` selects for the newest user message (``SimpleChatEngine`` and agents put it
+    first).
+
+    Parity with ``ChatMemoryBuffer``: ``to_dict``/``from_dict`` and ``to_string``/``from_string``
+    (JSON of ``to_dict()``) keep the history and every parameter; components (``embed_model``,
+    ``llm``, ``token_counter``, ``store``, ...) are not serialised and are passed again to
+    ``from_dict``/``from_string``. ``get(initial_token_count=...)`` edge cases: see :meth:`get`.
 
     Args:
         chat_store: Any LlamaIndex ``BaseChatStore``; default a new ``SimpleChatStore``.
@@ -283,14 +298,35 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> StrategyMemory:
-        """Inverse of ``to_dict()``: restores the chat store (and so the history)."""
+        """Inverse of ``to_dict()``: the chat store (so the history) and every parameter.
+
+        Components are not serialised (``embed_model``, ``llm``, ``summarizer``,
+        ``token_counter``, ``tokenizer_fn``, ``store``, ...): pass them again as ``kwargs``
+        (default: the embedded ones). As in ``ChatMemoryBuffer.from_dict``, an old-style
+        ``"chat_history"`` list becomes a ``SimpleChatStore`` under ``chat_store_key``.
+        The derived state (embeddings, summaries) is rebuilt from the history on the next
+        :meth:`get`, or loaded from ``store`` when one is given.
+        """
         from llama_index.core.storage.chat_store.loading import load_chat_store
 
         data = {k: v for k, v in data.items() if k != "class_name"}
-        if isinstance(data.get("chat_store"), dict):
+        if "chat_history" in data:
+            history = [ChatMessage.model_validate(m) for m in data.pop("chat_history") or ()]
+            key = data.get("chat_store_key", DEFAULT_CHAT_STORE_KEY)
+            data["chat_store"] = SimpleChatStore(store={key: history})
+        elif isinstance(data.get("chat_store"), dict):
             data["chat_store"] = load_chat_store(data["chat_store"])
         data.update(kwargs)
         return cls(**data)
+
+    def to_string(self) -> str:
+        """The memory as a JSON string (``to_dict()``), as ``ChatMemoryBuffer.to_string``."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_string(cls, json_str: str, **kwargs: Any) -> StrategyMemory:
+        """Inverse of :meth:`to_string`; ``kwargs`` as for :meth:`from_dict` (components)."""
+        return cls.from_dict(json.loads(json_str), **kwargs)
 
     # -- state ---------------------------------------------------------------------------
     def _session(self) -> Session:
@@ -311,19 +347,41 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
 
     # -- selection -----------------------------------------------------------------------
     def _select(
-        self, originals: Sequence[ChatMessage], input: str | ChatMessage | None, initial_token_count: int
+        self, originals: Sequence[ChatMessage], input: QueryInput, initial_token_count: int
     ) -> list[ChatMessage]:
-        budget = _check_initial_tokens(initial_token_count, self.token_limit)
+        room = _room(initial_token_count, self.token_limit)
         query = text_of(input)
         converted = to_messages(originals)
+        if room == 0:
+            return self._turn_in_progress(converted, originals)
         session = self._session()
         with session.lock:
-            context = build_context(
-                session.strategy, converted, query=query, budget=budget, sync=session.sync
-            )
+            try:
+                context = build_context(
+                    session.strategy, converted, query=query, budget=room, sync=session.sync
+                )
+            except BudgetExceededError:
+                if initial_token_count == 0:
+                    raise  # token_limit alone cannot hold the system messages and the question
+                return self._turn_in_progress(converted, originals)
             self._last_context = context
             selected = select_originals(context, converted, originals, system_message)
             return self._reuse_summary_messages(selected, originals)
+
+    def _turn_in_progress(
+        self, converted: Sequence[Message], originals: Sequence[ChatMessage]
+    ) -> list[ChatMessage]:
+        """What :meth:`get` returns when ``initial_token_count`` leaves too little room.
+
+        ``ChatMemoryBuffer`` then returns the newest message alone, so that the LLM reports the
+        overflow; here the whole turn in progress (the user's message and any tool calls and
+        results after it) comes back, so a tool result never goes without its call. No
+        system message, no earlier turn; ``[]`` when no turn is in progress.
+        """
+        original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
+        _, current = split_current(group_turns(split_system(list(converted))[1]))
+        self._last_context = None
+        return [] if current is None else [original_of[id(m)] for m in current.messages]
 
     def _reuse_summary_messages(
         self, selected: list[ChatMessage], originals: Sequence[ChatMessage]
@@ -347,29 +405,39 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
             out.append(cached)
         return out
 
-    def get(
-        self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
-    ) -> list[ChatMessage]:
+    def get(self, input: QueryInput = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The messages to send: system messages, the selected past turns, the turn in progress.
 
         Args:
-            input: The query. Default: the newest user message in the history.
+            input: The query: a str, a ``ChatMessage`` (its text), a ``QueryBundle`` (its
+                ``query_str``; ``ContextChatEngine`` passes one) or None (default: the newest
+                user message in the history).
             initial_token_count: Tokens the caller already uses (prefix messages, retrieved
-                context); the selection fits in ``token_limit - initial_token_count``.
+                context); the selection fits in ``token_limit - initial_token_count``. When
+                that room cannot hold the system messages and the turn in progress (``0``
+                included), only the turn in progress is returned (``[]`` if there is none),
+                as ``ChatMemoryBuffer`` returns only the newest message: the LLM then reports
+                the overflow. ``ChatMemoryBuffer`` returns the newest *message*; this returns
+                the newest whole *turn*, so a tool result keeps its call.
             **kwargs: Ignored (accepted for LlamaIndex compatibility).
 
         Returns:
             The stored ``ChatMessage`` objects themselves, in chronological order.
 
         Raises:
-            BudgetExceededError: the system messages and the turn in progress alone exceed
-                the budget, or ``initial_token_count`` leaves none.
-            InvalidMessageError: a stored message cannot be used (non-text content, ...).
+            BudgetExceededError: ``initial_token_count`` exceeds ``token_limit`` (a
+                ``ValueError``, like ``ChatMemoryBuffer``'s); or, with ``initial_token_count``
+                0, the system messages and the turn in progress alone exceed ``token_limit``
+                (a configuration problem ``ChatMemoryBuffer`` would hide by sending the newest
+                message only).
+            ConfigurationError: ``initial_token_count`` is not an int >= 0.
+            InvalidMessageError: ``input`` is of another type, or a stored message cannot be
+                used (non-text content, ...).
         """
         return self._select(self.get_all(), input, initial_token_count)
 
     async def aget(
-        self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
+        self, input: QueryInput = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
         """Async :meth:`get`: reads the store asynchronously, selects in a worker thread."""
         originals = await self.aget_all()

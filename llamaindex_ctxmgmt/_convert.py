@@ -22,6 +22,7 @@ from llama_index.core.base.llms.types import (
     ThinkingBlock,
     ToolCallBlock,
 )
+from llama_index.core.schema import QueryBundle
 
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import InvalidMessageError
@@ -175,13 +176,29 @@ def to_messages(messages: Sequence[ChatMessage]) -> list[Message]:
     return [to_message(m) for m in messages]
 
 
-def text_of(value: str | ChatMessage | None) -> str | None:
-    """Query text of a ``get(input=...)`` argument: a string or the text blocks of a message."""
+QueryInput = str | ChatMessage | QueryBundle | None
+"""What LlamaIndex callers pass as ``get(input=...)``: a string (``CondensePlusContextChatEngine``,
+agents), a ``ChatMessage``, a ``QueryBundle`` (``ContextChatEngine``) or None."""
+
+
+def text_of(value: QueryInput) -> str | None:
+    """Query text of a ``get(input=...)`` argument.
+
+    A string as is; a ``ChatMessage``: its text blocks joined by newlines; a ``QueryBundle``:
+    its ``query_str`` (the user's question, not the custom embedding strings); None: None.
+
+    Raises:
+        InvalidMessageError: any other type.
+    """
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, ChatMessage):
         return "\n".join(b.text for b in value.blocks if isinstance(b, TextBlock))
-    raise InvalidMessageError(f"input must be a str or a ChatMessage, got {type(value).__name__}")
+    if isinstance(value, QueryBundle):
+        return value.query_str
+    raise InvalidMessageError(
+        f"input must be a str, a ChatMessage, a QueryBundle or None, got {type(value).__name__}"
+    )
 
 
 def latest_user_text(messages: Sequence[ChatMessage] | None) -> str:

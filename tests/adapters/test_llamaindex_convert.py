@@ -20,6 +20,7 @@ from llama_index.core.base.llms.types import (
     ToolCallBlock,
 )
 from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.schema import QueryBundle
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
 from ctxmgmt.session import select_originals
@@ -200,7 +201,10 @@ def test_text_of_and_latest_user_text():
     assert text_of(None) is None
     assert text_of("plain") == "plain"
     assert text_of(ChatMessage(role="user", content="from a message")) == "from a message"
-    with pytest.raises(InvalidMessageError):
+    # ContextChatEngine's input: the question, not the custom embedding strings
+    bundle = QueryBundle(query_str="from a bundle", custom_embedding_strs=["other text"])
+    assert text_of(bundle) == "from a bundle"
+    with pytest.raises(InvalidMessageError, match="QueryBundle"):
         text_of(3)
     history = [
         ChatMessage(role="user", content="first"),

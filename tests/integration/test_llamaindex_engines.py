@@ -15,6 +15,7 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
+    ChatResponseGen,
     CompletionResponse,
     ImageBlock,
     MessageRole,
@@ -62,10 +63,32 @@ class RecordingLLM(MockLLM):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(is_chat_model=True, **kwargs)
 
+    answer: str = "Here is my answer."
+
+    def _reply(self, messages: Sequence[ChatMessage]) -> str:
+        self.received.append(list(messages))
+        # a condense step sent as chat (CondenseQuestionChatEngine): answer with the follow-up
+        prompt = (messages[-1].content or "") if messages else ""
+        match = re.search(r"(?:Follow Up Input: |<Follow Up Message>\n)(.*)\n", prompt)
+        return match.group(1) if match else self.answer
+
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        self.received.append(list(messages))
-        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content="Here is my answer."))
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=self._reply(messages)))
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        """Streams the same reply word by word (``astream_chat`` of ``CustomLLM`` wraps this)."""
+        words = self._reply(messages).split(" ")
+
+        def gen() -> ChatResponseGen:
+            text = ""
+            for i, word in enumerate(words):
+                delta = word if i == 0 else f" {word}"
+                text += delta
+                yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+
+        return gen()
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:

@@ -4,8 +4,8 @@ Going in, each LangChain message becomes a framework-free :class:`~ctxmgmt.Messa
 back, verbatim blocks of a :class:`~ctxmgmt.Context` are mapped to the *original* LangChain
 objects by turn provenance (:func:`ctxmgmt.session.select_originals`, shared with the
 LlamaIndex adapter), so the model receives exactly what is in the history (ids,
-``additional_kwargs``, ``response_metadata`` included). Only text blocks (summaries, entity
-lists) produce new LangChain messages (:func:`from_ctxmgmt`).
+``additional_kwargs``, ``response_metadata``, image/audio/file blocks included). Only text
+blocks (summaries, entity lists) produce new LangChain messages (:func:`from_ctxmgmt`).
 """
 
 from __future__ import annotations
@@ -33,31 +33,71 @@ _AI_SKIPPED_BLOCKS = frozenset(
         "reasoning",
         "thinking",
         "redacted_thinking",
+        "invalid_tool_call",
+        "server_tool_call",
+        "server_tool_call_chunk",
+        "server_tool_result",
+        "non_standard",
     }
 )
 """Content-block types of an AI message that are not its text and are not scored.
 
 Tool-call blocks repeat ``AIMessage.tool_calls`` (kept as tool-call metadata); reasoning
-blocks are the model's scratchpad. Both stay in the original message that is sent.
+blocks are the model's scratchpad; server-side tool blocks and ``non_standard`` blocks are
+provider bookkeeping. All stay in the original message that is sent.
 """
 
 
-def content_text(message: BaseMessage) -> str:
-    """The text of a message's content: a string as is, text blocks of a list joined.
+_MEDIA_BLOCKS: dict[str, str] = {
+    "image": "image",  # LangChain standard block
+    "image_url": "image",  # OpenAI chat completions
+    "input_image": "image",  # OpenAI responses
+    "audio": "audio",
+    "input_audio": "audio",  # OpenAI chat completions
+    "video": "video",
+    "file": "file",
+    "input_file": "file",  # OpenAI responses
+    "document": "file",  # Anthropic
+    "text-plain": "file",  # LangChain PlainTextContentBlock: a text document, not message text
+}
+"""Non-text content-block types -> ctxmgmt media kind (see :data:`ctxmgmt.types.MEDIA_KINDS`).
+
+Such blocks stay in the original message, which is what the model receives; the core only
+records their kinds (for token estimates) and scores the message by its text blocks."""
+
+
+def _media_kind(block_type: str | None, block: dict[str, Any]) -> str | None:
+    if block_type in _MEDIA_BLOCKS:
+        return _MEDIA_BLOCKS[block_type]
+    if block_type == "media":  # older Gemini form: {"type": "media", "mime_type": ..., "data": ...}
+        mime = str(block.get("mime_type") or "")
+        prefix = mime.split("/", 1)[0]
+        return prefix if prefix in ("image", "audio", "video") else "file"
+    return None
+
+
+def content_parts(message: BaseMessage) -> tuple[str, tuple[str, ...]]:
+    """(text, media kinds) of a message's content.
+
+    A string is the text. In a list, strings and ``text`` blocks are joined into the text;
+    image / audio / video / file blocks (standard, OpenAI, Anthropic and Gemini spellings) are
+    listed by kind, in order; an AI message's tool-call and reasoning blocks are skipped.
 
     Raises:
-        InvalidMessageError: The content is None, not text, or holds a non-text block
-            (image, audio, file, ...), which a text-relevance memory cannot score.
+        InvalidMessageError: The content is None or not text/blocks, or holds a block that
+            cannot be classified (unknown type, a non-dict, a tool-use block outside an AI
+            message).
     """
     kind = type(message).__name__
     content = message.content
     if content is None:
         raise InvalidMessageError(f"{kind} has no content (None)")
     if isinstance(content, str):
-        return content
+        return content, ()
     if not isinstance(content, list):
         raise InvalidMessageError(f"{kind} content must be a string or a list of blocks, got {content!r}")
     parts: list[str] = []
+    media: list[str] = []
     for block in content:
         if isinstance(block, str):
             parts.append(block)
@@ -65,14 +105,28 @@ def content_text(message: BaseMessage) -> str:
         block_type = block.get("type") if isinstance(block, dict) else None
         if block_type == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
-        elif isinstance(message, AIMessage) and block_type in _AI_SKIPPED_BLOCKS:
             continue
-        else:
+        if isinstance(message, AIMessage) and block_type in _AI_SKIPPED_BLOCKS:
+            continue
+        media_kind = _media_kind(block_type, block) if isinstance(block, dict) else None
+        if media_kind is None:
             raise InvalidMessageError(
-                f"{kind} holds a {block_type or type(block).__name__!r} content block; ctxmgmt memories "
-                "select by text and accept only text content (strings or 'text' blocks)"
+                f"{kind} holds a {block_type or type(block).__name__!r} content block that ctxmgmt "
+                "cannot classify; expected text, image, audio, video or file blocks"
             )
-    return "".join(parts)
+        media.append(media_kind)
+    return "".join(parts), tuple(media)
+
+
+def content_text(message: BaseMessage) -> str:
+    """The text of a message's content: a string as is, text blocks of a list joined.
+
+    Media blocks are left out (see :func:`content_parts`).
+
+    Raises:
+        InvalidMessageError: The content is None, not text, or holds an unclassifiable block.
+    """
+    return content_parts(message)[0]
 
 
 def _role_of(message: Any) -> str:
@@ -91,12 +145,16 @@ def to_ctxmgmt(message: BaseMessage) -> Message:
     Human -> ``user``, AI -> ``assistant`` (tool calls as plain ``{"id", "name", "args"}``
     dicts), Tool -> ``tool`` (with ``tool_call_id``), System -> ``system``.
 
+    Media blocks (images, audio, video, files) are recorded by kind in ``Message.media``; the
+    text blocks are the text. A message whose content is only media is valid (empty text).
+
     Raises:
-        InvalidMessageError: Unknown message type, None/empty content (an AI message with
-            tool calls may be empty; so may a tool result), or non-text content blocks.
+        InvalidMessageError: Unknown message type, None content, empty content with no media
+            (an AI message with tool calls may be empty; so may a tool result), or a content
+            block that cannot be classified.
     """
     role = _role_of(message)
-    text = content_text(message)
+    text, media = content_parts(message)
     tool_calls: tuple[dict[str, Any], ...] = ()
     tool_call_id: str | None = None
     if isinstance(message, AIMessage):
@@ -106,9 +164,11 @@ def to_ctxmgmt(message: BaseMessage) -> Message:
         )
     elif isinstance(message, ToolMessage):
         tool_call_id = message.tool_call_id
-    if not text.strip() and not tool_calls and role != "tool":
+    if not text.strip() and not tool_calls and not media and role != "tool":
         raise InvalidMessageError(f"{type(message).__name__} has empty content")
-    return Message(role, text, name=message.name or None, tool_calls=tool_calls, tool_call_id=tool_call_id)
+    return Message(
+        role, text, name=message.name or None, tool_calls=tool_calls, tool_call_id=tool_call_id, media=media
+    )
 
 
 def to_ctxmgmt_messages(messages: Sequence[BaseMessage]) -> list[Message]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
@@ -37,7 +38,7 @@ from ctxmgmt.adapter import (
 from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Context
-from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
+from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
 from ctxmgmt.session import build_context, select_originals, split_current
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, MessageLog, Session, SessionPool
 from ctxmgmt.strategies.base import Strategy
@@ -553,6 +554,17 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     ``max_sessions`` sessions stay in memory. Without a store both live in this process only
     (the flushed messages of every session are kept). System messages flushed into the block
     are kept but never returned.
+
+    Media: messages with images, audio, video or documents are kept whole and returned as they
+    were flushed, so the LLM receives the media of a selected turn; selection scores their text
+    (an image-only message through the rest of its turn) and budgets count each media block
+    with the token counter's estimate (:data:`ctxmgmt.budget.MEDIA_TOKENS`).
+
+    Unusable messages: ``Memory`` flushes from inside ``put``/``get``, so ``aput`` never raises
+    on a message's content. A message the block cannot use (e.g. a user message with no text
+    and no media, or a content block it cannot classify) is skipped - not stored, not
+    selectable - with a ``UserWarning``; the rest of the flush is kept. ``Memory``'s own queue
+    and chat store are not affected.
     """
 
     name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
@@ -669,16 +681,30 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             return self._histories[session_id], self._converted[session_id]
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
-        """Keep flushed messages, grouped by the ``session_id`` ``Memory`` tags them with."""
+        """Keep flushed messages, grouped by the ``session_id`` ``Memory`` tags them with.
+
+        Never raises on content: an unusable message is skipped with a ``UserWarning`` (see
+        the class docstring) so that ``Memory``'s flush is not aborted.
+        """
         by_session: dict[str | None, list[ChatMessage]] = {}
+        converted: dict[str | None, list[Message]] = {}
         for message in messages:
+            try:
+                usable = to_message(message)
+            except InvalidMessageError as exc:
+                warnings.warn(
+                    f"{type(self).__name__} {self.name!r} skipped a flushed message it cannot use: {exc}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
             kwargs = dict(message.additional_kwargs or {})
             session = kwargs.pop("session_id", None)
             # A copy without Memory's session tag: the LLM must not receive it.
             by_session.setdefault(session, []).append(
                 message.model_copy(update={"additional_kwargs": kwargs})
             )
-        converted = {session: to_messages(ms) for session, ms in by_session.items()}
+            converted.setdefault(session, []).append(usable)
         for session, ms in by_session.items():
             log = self._log(session)
             history, core = await asyncio.to_thread(self._history, session)  # loaded before appending

@@ -1,9 +1,10 @@
 """Private converters between LlamaIndex ``ChatMessage`` and :class:`ctxmgmt.Message`.
 
-Only text goes to the core. The way back never rebuilds a ``ChatMessage``: the core selects
-*turns*, and :func:`select_originals` maps them back to the caller's own ``ChatMessage``
-objects, so the LLM receives exactly what was stored (tool-call blocks, thinking blocks,
-provider-specific ``additional_kwargs`` included).
+Only text goes to the core, plus the kinds of the media blocks (images, audio, video,
+documents: for token estimates; never their bytes). The way back never rebuilds a
+``ChatMessage``: the core selects *turns*, and :func:`select_originals` maps them back to the
+caller's own ``ChatMessage`` objects, so the LLM receives exactly what was stored (tool-call
+blocks, thinking blocks, media blocks, provider-specific ``additional_kwargs`` included).
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import (
+    AudioBlock,
     CachePoint,
     ChatMessage,
     CitableBlock,
     CitationBlock,
+    DocumentBlock,
+    ImageBlock,
     MessageRole,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
+    VideoBlock,
 )
 from llama_index.core.schema import QueryBundle
 
@@ -57,31 +62,45 @@ def _role_of(message: ChatMessage) -> str:
         ) from None
 
 
-def _block_text(block: Any, role: str) -> str | None:
-    """Text of one content block; None for blocks without conversation text."""
+_MEDIA_BLOCKS: tuple[tuple[type[Any], str], ...] = (
+    (ImageBlock, "image"),
+    (AudioBlock, "audio"),
+    (VideoBlock, "video"),
+    (DocumentBlock, "file"),
+)
+"""Media block classes -> ctxmgmt media kind. They stay in the original ``ChatMessage`` that the
+LLM receives; the core records only their kinds."""
+
+
+def _media_kind(block: Any) -> str | None:
+    for cls, kind in _MEDIA_BLOCKS:
+        if isinstance(block, cls):
+            return kind
+    return None
+
+
+def _block_parts(block: Any, role: str, media: list[str]) -> str | None:
+    """Text of one content block (None for blocks without conversation text).
+
+    Media blocks add their kind to ``media``.
+    """
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, _NO_TEXT_BLOCKS):
         return None
+    kind = _media_kind(block)
+    if kind is not None:
+        media.append(kind)
+        return None
     if isinstance(block, CitableBlock):
-        return "\n".join(_nested_text(part, role) for part in block.content)
+        texts = [t for t in (_block_parts(part, role, media) for part in block.content) if t is not None]
+        return "\n".join(texts) if texts else None
     if isinstance(block, CitationBlock):
-        return _nested_text(block.cited_content, role)
-    raise _non_text_error(block, role)
-
-
-def _nested_text(block: Any, role: str) -> str:
-    if isinstance(block, TextBlock):
-        return block.text
-    raise _non_text_error(block, role)
-
-
-def _non_text_error(block: Any, role: str) -> InvalidMessageError:
-    kind = getattr(block, "block_type", type(block).__name__)
-    return InvalidMessageError(
-        f"{role} message has a non-text content block ({type(block).__name__}, block_type={kind!r}); "
-        "ctxmgmt memories select by text and cannot store images, audio, video or documents - "
-        "keep media out of the memory or describe it in a TextBlock"
+        return _block_parts(block.cited_content, role, media)
+    kind_name = getattr(block, "block_type", type(block).__name__)
+    raise InvalidMessageError(
+        f"{role} message has a content block ctxmgmt cannot classify ({type(block).__name__}, "
+        f"block_type={kind_name!r}); expected text, image, audio, video or document blocks"
     )
 
 
@@ -128,21 +147,24 @@ def tool_call_dict(call: Any) -> dict[str, Any]:
 
 
 def to_message(message: ChatMessage) -> Message:
-    """Convert one ``ChatMessage`` to a :class:`ctxmgmt.Message` (text and tool metadata only).
+    """Convert one ``ChatMessage`` to a :class:`ctxmgmt.Message` (text, tool metadata, media kinds).
 
     Tool calls are read from ``ToolCallBlock`` blocks and from ``additional_kwargs["tool_calls"]``;
     a tool result's ``additional_kwargs["tool_call_id"]`` is kept. Text blocks are joined with
-    newlines; thinking blocks and cache points are ignored.
+    newlines; thinking blocks and cache points are ignored. ``ImageBlock``, ``AudioBlock``,
+    ``VideoBlock`` and ``DocumentBlock`` (also inside a ``CitableBlock``) are recorded by kind in
+    ``Message.media``; a message whose content is only media is valid (empty text).
 
     Raises:
-        InvalidMessageError: not a ``ChatMessage``, unknown role, a media block (image, audio,
-            video, document), or empty content (allowed only for an assistant message with
+        InvalidMessageError: not a ``ChatMessage``, unknown role, a block that cannot be
+            classified, or no text and no media (allowed only for an assistant message with
             tool calls and for a tool result).
     """
     if not isinstance(message, ChatMessage):
         raise InvalidMessageError(f"expected a llama_index ChatMessage, got {type(message).__name__}")
     role = _role_of(message)
-    texts = [t for t in (_block_text(b, role) for b in message.blocks) if t is not None]
+    media: list[str] = []
+    texts = [t for t in (_block_parts(b, role, media) for b in message.blocks) if t is not None]
     kwargs = message.additional_kwargs or {}
     calls = [tool_call_dict(b) for b in message.blocks if isinstance(b, ToolCallBlock)]
     extra_calls = kwargs.get("tool_calls")
@@ -153,9 +175,9 @@ def to_message(message: ChatMessage) -> Message:
     if role != "assistant" and calls:
         calls = []  # only assistants make calls; anything else would confuse the turn logic
     text = "\n".join(texts)
-    if not text.strip() and not calls and role != "tool":
+    if not text.strip() and not calls and not media and role != "tool":
         raise InvalidMessageError(
-            f"{role} ChatMessage has no text content (content={message.content!r}); "
+            f"{role} ChatMessage has no text content and no media (content={message.content!r}); "
             "only an assistant message with tool calls or a tool result may be empty"
         )
     tool_call_id = kwargs.get("tool_call_id")
@@ -166,6 +188,7 @@ def to_message(message: ChatMessage) -> Message:
         name=name if isinstance(name, str) and name else None,
         tool_calls=tuple(calls),
         tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+        media=tuple(media),
     )
 
 

@@ -27,6 +27,13 @@ from ctxmgmt.strategies.base import Strategy
 Complete = Callable[[str], str]
 """A model's ``prompt -> answer text`` function, made by an adapter from its framework's LLM."""
 
+INTERNAL_CALL_SOURCE = "ctxmgmt"
+"""Name under which adapters mark the model calls a memory makes itself (summaries, decisions).
+
+Those calls are internal: an adapter makes them outside the caller's run, so they never show
+up in an agent's stream or state; tracing tools see them under this name.
+"""
+
 
 def completion(llm: Any, model_type: type, call: Callable[[Any, str], str], *, label: str) -> Complete | None:
     """``prompt -> text`` over ``llm`` (``call(llm, prompt)``); None when ``llm`` is None.

@@ -16,7 +16,11 @@ class ConfigurationError(CtxMgmtError, ValueError):
 
 
 class InvalidMessageError(CtxMgmtError, ValueError):
-    """A message cannot be used: empty or None content, non-text content, unknown role."""
+    """A message cannot be used: None content, no text and no media, unknown block, unknown role.
+
+    Text is required unless the message carries media, tool calls or is a tool result;
+    images, audio, video and files are valid content.
+    """
 
 
 class BudgetExceededError(CtxMgmtError, ValueError):

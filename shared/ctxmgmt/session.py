@@ -29,7 +29,11 @@ def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
 
 
 def infer_query(turns: Sequence[Turn], current: Turn | None, query: str | None) -> str:
-    """The query to select for: ``query`` if given, else the newest user message ("" if none)."""
+    """The query to select for: ``query`` if given, else the newest user message ("" if none).
+
+    A user message with media and no text (e.g. only an image) has no query text, so the
+    newest user message that has text is used.
+    """
     if query is not None and query.strip():
         return query
     if current is not None and current.query:

@@ -16,6 +16,8 @@ from ctxmgmt.exceptions import InvalidMessageError
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
+MEDIA_KINDS: tuple[str, ...] = ("image", "audio", "video", "file")
+"""Kinds of non-text content a message may carry (``file``: documents such as PDFs)."""
 
 
 @dataclass(frozen=True)
@@ -24,14 +26,21 @@ class Message:
 
     Args:
         role: ``"user"``, ``"assistant"``, ``"system"`` or ``"tool"``.
-        text: The text content. May be empty only for an assistant message that carries
-            tool calls.
+        text: The text content (the message's text parts joined). May be empty only for an
+            assistant message that carries tool calls, a tool result, or a message that carries
+            media.
         name: Optional speaker name (e.g. ``"Caroline"``); shown in turn text.
         tool_calls: Tool calls an assistant message makes, as plain dicts with at least ``id``.
         tool_call_id: For a tool message, the id of the call it answers.
         timestamp: Optional free-form time (ISO string or a session date such as
             ``"1:56 pm on 8 May, 2023"``); shown in turn text.
         metadata: Free JSON-serialisable data, carried through untouched.
+        media: One kind per non-text content block the original message carries, in order
+            (``"image"``, ``"audio"``, ``"video"`` or ``"file"``). Only the kinds are kept, never
+            the bytes or URLs: adapters send the caller's original message, which still holds
+            the blocks. Token counts add a per-block estimate (:mod:`ctxmgmt.budget`); scoring
+            uses the text, plus one ``[image]``-style marker per block in :meth:`render`. A
+            message with media and no text is scored through its turn's other messages.
 
     Example:
         >>> Message("user", "Where did we land on the budget?").role
@@ -45,6 +54,7 @@ class Message:
     tool_call_id: str | None = None
     timestamp: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    media: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -53,7 +63,14 @@ class Message:
             raise InvalidMessageError(
                 f"{self.role} message content must be a string, got {type(self.text).__name__}"
             )
-        if not self.text.strip() and not self.tool_calls and self.role != "tool":
+        if not isinstance(self.media, tuple):
+            if isinstance(self.media, str) or not isinstance(self.media, list):
+                raise InvalidMessageError(f"media must be a tuple of kinds, got {self.media!r}")
+            object.__setattr__(self, "media", tuple(self.media))
+        unknown = [kind for kind in self.media if kind not in MEDIA_KINDS]
+        if unknown:
+            raise InvalidMessageError(f"unknown media kind(s) {unknown}; expected some of {MEDIA_KINDS}")
+        if not self.text.strip() and not self.tool_calls and not self.media and self.role != "tool":
             raise InvalidMessageError(f"{self.role} message has empty content")
 
     @property
@@ -70,12 +87,17 @@ class Message:
             calls = " " + " ".join(
                 f"<call {c.get('name', '')}({c.get('args', '')})>" for c in self.tool_calls
             )
-        return f"{stamp}{speaker}: {self.text}{calls}".rstrip()
+        text = self.text
+        if self.media:
+            markers = " ".join(f"[{kind}]" for kind in self.media)
+            text = f"{text} {markers}" if text else markers
+        return f"{stamp}{speaker}: {text}{calls}".rstrip()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         data = asdict(self)
         data["tool_calls"] = list(data["tool_calls"])
+        data["media"] = list(data["media"])
         return data
 
     @classmethod
@@ -83,6 +105,7 @@ class Message:
         """Inverse of :meth:`to_dict`."""
         data = dict(data)
         data["tool_calls"] = tuple(data.get("tool_calls") or ())
+        data["media"] = tuple(data.get("media") or ())
         return cls(**data)
 
 

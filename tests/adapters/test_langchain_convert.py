@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
 import sys
 import textwrap
@@ -72,16 +74,90 @@ def test_ai_tool_use_and_reasoning_blocks_are_not_text():
 
 
 @pytest.mark.parametrize(
-    "block",
+    ("block", "kind"),
     [
-        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-        {"type": "image", "url": "https://example.com/cat.png"},
-        {"type": "audio", "base64": "AAAA", "mime_type": "audio/wav"},
+        ({"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}, "image"),
+        ({"type": "image", "url": "https://example.com/cat.png"}, "image"),
+        ({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}, "image"),
+        ({"type": "input_image", "image_url": "https://example.com/cat.png"}, "image"),
+        ({"type": "audio", "base64": "AAAA", "mime_type": "audio/wav"}, "audio"),
+        ({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}, "audio"),
+        ({"type": "video", "url": "https://example.com/cat.mp4"}, "video"),
+        ({"type": "file", "url": "https://example.com/cat.pdf", "mime_type": "application/pdf"}, "file"),
+        ({"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}, "file"),
+        ({"type": "text-plain", "text": "a whole document", "mime_type": "text/plain"}, "file"),
+        ({"type": "media", "mime_type": "image/jpeg", "data": b"\xff"}, "image"),
+        ({"type": "media", "mime_type": "application/pdf", "data": b"%PDF"}, "file"),
     ],
 )
-def test_non_text_blocks_are_rejected(block):
+def test_media_blocks_are_kept_as_kinds_and_text_is_scored(block, kind):
     message = HumanMessage(content=[{"type": "text", "text": "What is this?"}, block])
-    with pytest.raises(InvalidMessageError, match=block["type"]):
+    before = copy.deepcopy(message.content)
+    converted = to_ctxmgmt(message)
+    assert converted.text == "What is this?"
+    assert converted.media == (kind,)
+    assert message.content == before  # the original is untouched
+    assert content_text(message) == "What is this?"
+
+
+def test_media_only_message_is_valid_and_counted():
+    image = {"type": "image", "url": "https://example.com/cat.png"}
+    converted = to_ctxmgmt(HumanMessage(content=[image, dict(image)]))
+    assert converted.text == ""
+    assert converted.media == ("image", "image")
+    assert converted.render() == "user: [image] [image]"
+    assert Message.from_dict(converted.to_dict()) == converted
+    json.dumps(converted.to_dict())  # derived state stays JSON, no image data in it
+
+
+def test_media_blocks_count_with_a_configurable_estimate():
+    from ctxmgmt.budget import IMAGE_TOKENS, message_tokens
+    from ctxmgmt.components.tokens import CachedTokenCounter, CallableTokenCounter
+
+    words = CallableTokenCounter(lambda text: len(text.split()))
+    text_only = to_ctxmgmt(HumanMessage("what is this"))
+    with_image = to_ctxmgmt(
+        HumanMessage(content=[{"type": "text", "text": "what is this"}, {"type": "image", "url": "u"}])
+    )
+    assert message_tokens(words, with_image) == message_tokens(words, text_only) + IMAGE_TOKENS
+    custom = CachedTokenCounter(
+        CallableTokenCounter(lambda text: len(text.split()), media_tokens={"image": 7})
+    )
+    assert message_tokens(custom, with_image) == message_tokens(custom, text_only) + 7
+
+
+def test_a_selection_with_images_respects_the_budget(hashing_embedder):
+    from ctxmgmt.components.tokens import CallableTokenCounter
+
+    counter = CallableTokenCounter(lambda text: len(text.split()), media_tokens={"image": 50})
+    originals = []
+    for i in range(6):
+        content = [{"type": "text", "text": f"photo {i} of the harbour"}, {"type": "image", "url": f"u{i}"}]
+        originals += [HumanMessage(content=content), AIMessage(f"a harbour picture number {i}")]
+    originals.append(HumanMessage("show me the harbour photo again"))
+    converted = to_ctxmgmt_messages(originals)
+    strategy = KadaneDialStrategy(embedder=hashing_embedder, token_counter=counter)
+    context = build_context(strategy, converted, budget=150)
+    assert context.tokens <= 150
+    selected = select_originals(context, converted, originals, lambda block: [])
+    picked = [m for m in selected if isinstance(m.content, list)]
+    assert picked and len(picked) < 6  # not everything fits: the images are counted
+    for message in picked:  # the original objects, image blocks included
+        assert any(message is o for o in originals)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "hologram", "data": "x"},
+        {"text": "no type"},
+        42,
+    ],
+)
+def test_unclassifiable_blocks_are_rejected(block):
+    message = HumanMessage(content=[{"type": "text", "text": "What is this?"}, "x"])
+    message.content.append(block)
+    with pytest.raises(InvalidMessageError, match="cannot classify"):
         to_ctxmgmt(message)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -18,6 +19,7 @@ from llama_index.core.base.llms.types import (
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
+    VideoBlock,
 )
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import QueryBundle
@@ -97,19 +99,60 @@ def test_citation_blocks_contribute_their_text():
 
 
 @pytest.mark.parametrize(
-    "block",
+    ("block", "kinds"),
     [
-        ImageBlock(url="https://example.com/cat.png"),
-        AudioBlock(url="https://example.com/cat.mp3"),
-        DocumentBlock(url="https://example.com/cat.pdf"),
-        CitableBlock(content=[ImageBlock(url="https://example.com/cat.png")], source="s", title="t"),
+        (ImageBlock(url="https://example.com/cat.png"), ("image",)),
+        (AudioBlock(url="https://example.com/cat.mp3"), ("audio",)),
+        (VideoBlock(url="https://example.com/cat.mp4"), ("video",)),
+        (DocumentBlock(url="https://example.com/cat.pdf"), ("file",)),
+        (
+            CitableBlock(content=[ImageBlock(url="https://example.com/cat.png")], source="s", title="t"),
+            ("image",),
+        ),
     ],
-    ids=["image", "audio", "document", "citable-image"],
+    ids=["image", "audio", "video", "document", "citable-image"],
 )
-def test_media_blocks_are_rejected_clearly(block):
+def test_media_blocks_are_kept_as_kinds_and_text_is_scored(block, kinds):
     message = ChatMessage(role="user", blocks=[TextBlock(text="look at this"), block])
-    with pytest.raises(InvalidMessageError, match="non-text content block"):
-        to_message(message)
+    before = message.model_dump()
+    converted = to_message(message)
+    assert converted.text == "look at this"
+    assert converted.media == kinds
+    assert message.model_dump() == before  # the original is untouched
+    assert message.blocks[1] is block
+
+
+def test_media_only_message_is_valid():
+    image = ImageBlock(image=b"\x89PNG fake bytes", image_mimetype="image/png")
+    converted = to_message(ChatMessage(role="user", blocks=[image]))
+    assert converted.text == ""
+    assert converted.media == ("image",)
+    state = converted.to_dict()
+    assert "PNG" not in json.dumps(state)  # no media bytes in derived state
+    assert Message.from_dict(state) == converted
+
+
+def test_unusable_messages_still_raise():
+    with pytest.raises(InvalidMessageError, match="no text content and no media"):
+        to_message(ChatMessage(role="user", blocks=[]))
+    with pytest.raises(InvalidMessageError, match="no text content and no media"):
+        to_message(ChatMessage(role="user", blocks=[ThinkingBlock(content="hmm")]))
+    odd = ChatMessage(role="user", content="x")
+    odd.blocks.append(SimpleNamespace(block_type="hologram"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="cannot classify"):
+        to_message(odd)
+
+
+def test_media_tokens_follow_the_counter(hashing_embedder):
+    from ctxmgmt.budget import IMAGE_TOKENS, message_tokens
+    from ctxmgmt.components.tokens import CallableTokenCounter
+
+    words = CallableTokenCounter(lambda text: len(text.split()))
+    image = ChatMessage(role="user", blocks=[TextBlock(text="a cat"), ImageBlock(url="https://x/cat.png")])
+    plain = ChatMessage(role="user", content="a cat")
+    assert message_tokens(words, to_message(image)) == message_tokens(words, to_message(plain)) + IMAGE_TOKENS
+    cheap = CallableTokenCounter(lambda text: len(text.split()), media_tokens={"image": 3})
+    assert message_tokens(cheap, to_message(image)) == message_tokens(cheap, to_message(plain)) + 3
 
 
 def test_tool_call_blocks():

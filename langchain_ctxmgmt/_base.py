@@ -446,7 +446,6 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
         self.store = store
         self._pool = SessionPool(self._make_strategy, store=_state_store(store), max_sessions=max_sessions)
         self._last_session = self._pool.get(None)  # builds a strategy: its errors surface now
-        self._store_resolved = store is not None
 
     @property
     def strategy(self) -> Strategy:
@@ -461,11 +460,11 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
         runtime = request.runtime
         with self._lock:
             agent_store = getattr(runtime, "store", None)
-            if not self._store_resolved and agent_store is not None and not self._pool.sessions()[1:]:
+            if self.store is None and self._pool.store is None and agent_store is not None:
+                # The agent's own store: sessions are rebuilt from it (or from the history).
                 self._pool = SessionPool(
                     self._make_strategy, store=_state_store(agent_store), max_sessions=self._pool.max_sessions
                 )
-            self._store_resolved = True
             self._last_session = self._pool.get(_thread_id(runtime))
             return self._last_session
 

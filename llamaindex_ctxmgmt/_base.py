@@ -635,11 +635,11 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         return self._pool
 
     def _strategy_for(self, session_id: str | None) -> Strategy:
-        return self._sessions().get(_session_key(session_id)).strategy
+        return self._sessions().get(session_id).strategy
 
     def _log(self, session_id: str | None) -> MessageLog | None:
         store = self._sessions().store
-        return None if store is None else MessageLog(store, f"flushed:{self.name}:{_session_key(session_id)}")
+        return None if store is None else MessageLog(store, f"flushed:{self.name}:{session_id}")
 
     def clear_session(self, session_id: str | None = None) -> None:
         """Forget a session: its flushed messages and derived state, here and in the store.
@@ -654,8 +654,8 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             self._histories.pop(session_id, None)
             self._converted.pop(session_id, None)
         pool = self._sessions()
-        pool.get(_session_key(session_id)).clear()
-        pool.discard(_session_key(session_id))
+        pool.get(session_id).clear()
+        pool.discard(session_id)
 
     async def aclear_session(self, session_id: str | None = None) -> None:
         """Async :meth:`clear_session`."""
@@ -719,7 +719,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     ) -> tuple[Context, list[ChatMessage]]:
         history, core = self._history(session_id)
         originals, converted = list(history), list(core)
-        session = self._sessions().get(_session_key(session_id))
+        session = self._sessions().get(session_id)
         with session.lock:
             session.sync(group_turns(converted))
             context = session.strategy.select(query, budget=budget)
@@ -775,10 +775,6 @@ def _make_strategy(adapter: StrategyMemory | StrategyMemoryBlock, counter: Token
 def _state_store(spec: Any) -> Any:
     """None stays None (in process, no store); anything else becomes a StateStore."""
     return None if spec is None else as_state_store(spec)
-
-
-def _session_key(session_id: str | None) -> str | None:
-    return session_id
 
 
 def _pool(adapter: StrategyMemory | StrategyMemoryBlock, counter: TokenCounter) -> SessionPool:

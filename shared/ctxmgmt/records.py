@@ -84,19 +84,15 @@ def _digest(value: Any) -> str:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
 def jsonable(value: Any) -> Any:
     """``value`` with numpy arrays and scalars turned into plain lists and numbers."""
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

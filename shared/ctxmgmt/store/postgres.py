@@ -159,16 +159,25 @@ class PostgresStore(SQLStore):
         return f"PostgresStore({redact(self.conninfo)!r})"
 
     # -- connections -------------------------------------------------------------------------
+    def _pool_options(self, kind: Any, name: str) -> dict[str, Any]:
+        """Keyword arguments of a sync or async pool of this store.
+
+        Connections are checked before use, so the pool survives a server restart.
+        """
+        return {
+            "conninfo": self.conninfo,
+            "kwargs": self._kwargs,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "timeout": self.timeout,
+            "open": False,
+            "name": name,
+            "check": kind.check_connection,
+        }
+
     def _open_pool(self) -> ConnectionPool:
         pool = self._pool_module.ConnectionPool(
-            self.conninfo,
-            kwargs=self._kwargs,
-            min_size=self.min_size,
-            max_size=self.max_size,
-            timeout=self.timeout,
-            open=False,
-            name="ctxmgmt",
-            check=self._pool_module.ConnectionPool.check_connection,  # survive a server restart
+            **self._pool_options(self._pool_module.ConnectionPool, "ctxmgmt")
         )
         try:
             pool.open(wait=True, timeout=self.timeout)
@@ -270,16 +279,8 @@ class PostgresStore(SQLStore):
                 if pool is None:
                     for old in [old for old in self._apools if old.is_closed()]:
                         del self._apools[old]  # that pool died with its loop
-                    pool = self._apools[loop] = self._pool_module.AsyncConnectionPool(
-                        self.conninfo,
-                        kwargs=self._kwargs,
-                        min_size=self.min_size,
-                        max_size=self.max_size,
-                        timeout=self.timeout,
-                        open=False,
-                        name="ctxmgmt-async",
-                        check=self._pool_module.AsyncConnectionPool.check_connection,
-                    )
+                    kind = self._pool_module.AsyncConnectionPool
+                    pool = self._apools[loop] = kind(**self._pool_options(kind, "ctxmgmt-async"))
         await pool.open(wait=False)
         return pool
 

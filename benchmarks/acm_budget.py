@@ -14,9 +14,9 @@ Run: ``python benchmarks/acm_budget.py [--cases 10000] [--extractor spacy|regex]
    budget. ``BudgetExceededError`` (the system prompt plus the current message alone do not
    fit) is counted separately: it is the documented refusal, not a violation.
 2. **Answer containment** on LoCoMo dev at each budget, questions of categories 1-4:
-   ACM (with and without query recall) side by side with LlamaIndex ``ChatMemoryBuffer``
-   and LangChain ``trim_messages`` (recency truncation, from ``ctxmgmt.bench``) at the same
-   budget. ACM's cascade budget is the question budget.
+   ACM (defaults, and ``from_paper()``: no query recall or query spans) side by side with
+   LlamaIndex ``ChatMemoryBuffer`` and LangChain ``trim_messages`` (recency truncation,
+   from ``ctxmgmt.bench``) at the same budget. ACM's cascade budget is the question budget.
 3. **Overhead**: wall time of ``add`` per turn (cascade, extractive summary, spaCy NER on
    texts not parsed before) while replaying LoCoMo at the first budget, p50 / p90 / max in
    ms; ``select`` p50.
@@ -124,6 +124,7 @@ def violations(cases: int, pool: Sequence[Turn], seed: int = 0, extractor: Any =
             token_budget=budget,
             unmodified_ratio=rng.choice([0.5, 0.75, 0.9, 1.0]),
             query_recall=rng.random() < 0.8,
+            query_share=rng.choice([0.0, 0.25, 0.5, 1.0]),
             entity_extractor=extractor,
         )
         messages: list[Message] = []
@@ -166,8 +167,8 @@ def containment(data: Path, budgets: Sequence[int]) -> tuple[dict[str, dict[int,
     for budget in budgets:
         factories = {
             "ACMTieredBuffer": lambda b=budget: ACMStrategy(token_budget=b, entity_extractor=extractor),
-            "ACMTieredBuffer (no query recall)": lambda b=budget: ACMStrategy(
-                token_budget=b, entity_extractor=extractor, query_recall=False
+            "ACMTieredBuffer (paper: no query recall or spans)": lambda b=budget: ACMStrategy.from_paper(
+                token_budget=b, entity_extractor=extractor
             ),
             "LlamaIndex ChatMemoryBuffer": LlamaIndexBufferStrategy,
             "LangChain trim_messages": LangChainTrimStrategy,

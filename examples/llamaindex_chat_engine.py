@@ -16,11 +16,10 @@ or with a real model (needs ``pip install llama-index-llms-openai``)::
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from _fake import OfflineLLM
-from _run import print_received, print_turn, sent
+from _run import chat, openai_llm, print_received, sent
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import LLM
 
@@ -40,16 +39,7 @@ CONVERSATION = [
 
 def make_llm() -> LLM:
     """OpenAI when ``OPENAI_API_KEY`` is set and ``llama-index-llms-openai`` is installed, else offline."""
-    if os.environ.get("OPENAI_API_KEY"):
-        try:
-            from llama_index.llms.openai import OpenAI
-        except ImportError:
-            print(
-                "OPENAI_API_KEY is set but llama-index-llms-openai is not installed; using the offline model."
-            )
-        else:
-            return OpenAI(model=os.environ.get("CTXMGMT_MODEL", "gpt-4o-mini"))
-    return OfflineLLM()
+    return openai_llm("using the offline model") or OfflineLLM()
 
 
 def main(llm: LLM | None = None, embed_model: Any = None) -> KadaneDialMemory:
@@ -64,10 +54,7 @@ def main(llm: LLM | None = None, embed_model: Any = None) -> KadaneDialMemory:
     """
     memory = KadaneDialMemory.from_defaults(token_limit=3000, embed_model=embed_model)
     engine = SimpleChatEngine.from_defaults(llm=llm or make_llm(), memory=memory, system_prompt=SYSTEM_PROMPT)
-    for question in CONVERSATION:
-        response = engine.chat(question)
-        context = memory.last_context
-        print_turn(question, str(response), f"{sent(context)}, turns {context.turn_indices}")
+    chat(engine, memory, CONVERSATION, lambda context: f"{sent(context)}, turns {context.turn_indices}")
 
     # SimpleChatEngine sends its system prompt, then exactly what memory.get() returned.
     print_received(memory.last_context, who="LLM", system=SYSTEM_PROMPT)

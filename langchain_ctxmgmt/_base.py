@@ -9,6 +9,8 @@ These bases only translate LangChain messages to and from :class:`ctxmgmt.Messag
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 import threading
 import warnings
 from abc import ABC
@@ -18,22 +20,44 @@ from typing import Any, ClassVar
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_classic.base_memory import BaseMemory
 from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, get_buffer_string
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    get_buffer_string,
+    messages_from_dict,
+    messages_to_dict,
+)
 from pydantic import Field, PrivateAttr
 
 from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, adapter, build_context
 from ctxmgmt.budget import check_budget
-from ctxmgmt.session import select_originals, split_current
+from ctxmgmt.converted import HistoryViews, Progress, sync_in_batches
+from ctxmgmt.session import split_current
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, Session, SessionPool
-from ctxmgmt.types import group_turns
 from langchain_ctxmgmt._convert import (
     content_text,
     from_ctxmgmt,
     to_ctxmgmt,
-    to_ctxmgmt_messages,
 )
 from langchain_ctxmgmt._llm import complete_with
 from langchain_ctxmgmt._store import as_state_store
+
+
+def _content_of(message: BaseMessage) -> Any:
+    """What conversion reads from ``message``, as a comparable snapshot (text and part kinds)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return tuple(
+        (part.get("type"), part.get("text")) if isinstance(part, dict) else repr(part)
+        for part in (content if isinstance(content, list) else [content])
+    )
+
+
+def _new_views() -> HistoryViews[BaseMessage]:
+    """Per-session views of LangChain histories (each message converted once)."""
+    return HistoryViews(to_ctxmgmt, _content_of)
 
 
 def _select(
@@ -42,16 +66,32 @@ def _select(
     *,
     query: str | None,
     budget: int | None,
+    views: HistoryViews[BaseMessage],
     text_block: Callable[[Block], list[BaseMessage]] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[list[BaseMessage], Context]:
-    """Run the core selection over LangChain messages; return the original objects chosen."""
-    converted = to_ctxmgmt_messages(originals)
-    with session.lock:
-        context = build_context(session.strategy, converted, query=query, budget=budget, sync=session.sync)
-    return select_originals(context, converted, originals, text_block or _system_messages), context
+    """Run the core selection over LangChain messages; return the original objects chosen.
+
+    Only the messages that are new since the session's last call are converted
+    (:class:`ctxmgmt.converted.ConvertedHistory`); a long history reaching a fresh session is
+    derived in batches, with ``progress`` called after each.
+    """
+    view = views.of(session)
+    with session.lock, view.lock:
+        view.update(originals)
+        context = build_context(
+            session.strategy,
+            view.messages,
+            query=query,
+            budget=budget,
+            sync=lambda past: sync_in_batches(session, past, progress),
+            grouped=view.grouped(),
+        )
+        return view.select_originals(context, text_block or _memory_messages), context
 
 
-def _system_messages(block: Block) -> list[BaseMessage]:
+def _memory_messages(block: Block) -> list[BaseMessage]:
+    """A summary/entity block as its framed memory message (a ``HumanMessage`` by default)."""
     return [from_ctxmgmt(m) for m in block.as_messages()]
 
 
@@ -122,6 +162,12 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         session_id: The conversation's id in ``store``; None = ``chat_memory.session_id``
             when the history has one (``RedisChatMessageHistory``, ``SQLChatMessageHistory``),
             else ``"default"``.
+        progress: ``progress(turns_done, turns_total)``, called while a long stored history
+            is derived in batches of 256 turns on its first use (cold start); None = silent.
+
+    Serialisation: :meth:`to_dict`/:meth:`from_dict` (and ``to_string``/``from_string``) keep
+    every parameter and the default history's messages; components that were set are listed and
+    must be passed again to :meth:`from_dict` (a missing one raises ``ConfigurationError``).
 
     Drop-in for ``ConversationBufferMemory``-style classes: ``buffer``, ``buffer_as_str`` and
     ``buffer_as_messages`` exist too, but hold the *full* history (the memory never trims it);
@@ -152,8 +198,10 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
     chat_memory: BaseChatMessageHistory = Field(default_factory=lambda: ListChatMessageHistory())
     store: Any = Field(default=None, exclude=True)
     session_id: str | None = None
+    progress: Any = Field(default=None, exclude=True)
 
     _pool: SessionPool | None = PrivateAttr(default=None)
+    _views: HistoryViews[BaseMessage] = PrivateAttr(default_factory=_new_views)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
     _last_context: Context | None = PrivateAttr(default=None)
 
@@ -178,10 +226,85 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         """Build the ctxmgmt Strategy from this memory's fields."""
         return adapter.strategy_of(self, complete_with, budget_name="max_token_limit")
 
+    # -- pickles and deep copies (as ConversationBufferMemory allows) -------------------------
+    def __getstate__(self) -> dict[Any, Any]:
+        """The fields only: the live sessions and locks cannot be pickled and are not kept.
+
+        An unpickled copy rebuilds its derived state from the history on its next call, as
+        after a restart (or loads it from ``store``).
+        """
+        return {**super().__getstate__(), "__pydantic_private__": None}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        """Restore the fields; fresh private state (no session, a new lock)."""
+        super().__setstate__(state)
+        self.model_post_init(None)  # pydantic initialises the private attributes here
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> StrategyMemory:
+        """``copy.deepcopy`` / ``model_copy(deep=True)``: the fields deep-copied, as :meth:`__getstate__`."""
+        clone = type(self).__new__(type(self))
+        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return clone
+
     @property
     def llm_calls(self) -> int:
         """LLM calls the memory made on its own behalf (summaries, decisions); 0 by default."""
         return self.strategy.llm_calls
+
+    # -- serialisation ---------------------------------------------------------------------
+    def _components(self) -> dict[str, Any]:
+        """The components ``to_dict()`` cannot store (name -> value; None = the default)."""
+        values = {f.name: getattr(self, f.name) for f in self.adapter_fields if f.component}
+        values["token_counter"] = self.token_counter
+        values["store"] = self.store
+        own_history = type(self.chat_memory) is ListChatMessageHistory
+        values["chat_memory"] = None if own_history else self.chat_memory
+        return values
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every parameter, and the history when it is the default in-process one, as JSON data.
+
+        The messages of the default ``chat_memory`` go under ``"messages"``
+        (``messages_to_dict``). Components cannot be serialised (models, callables, stores,
+        another ``chat_memory``: ``llm``, ``embedder``, ``summarizer``, ``token_counter``,
+        ``store``, ...); those that were set are listed under ``"custom_components"``
+        (name -> type name), so that :meth:`from_dict` asks for them again.
+        """
+        data = self.model_dump(exclude={"chat_memory"})
+        if type(self.chat_memory) is ListChatMessageHistory:
+            data["messages"] = messages_to_dict(self.chat_memory.messages)
+        data[adapter.CUSTOM_COMPONENTS_KEY] = adapter.custom_components(self._components())
+        data["class_name"] = type(self).__name__
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> StrategyMemory:
+        """Inverse of :meth:`to_dict`; ``kwargs`` are the components, passed again.
+
+        Those the memory was saved with (``"custom_components"``) must be: a missing one raises
+        ``ConfigurationError`` naming it, except ``token_counter``, whose default only warns
+        (:data:`ctxmgmt.adapter.DEFAULT_ACCEPTED`); ``name=None`` takes the default on purpose.
+        The derived state is rebuilt from the history on the next call, or loaded from ``store``.
+
+        Raises:
+            ConfigurationError: a custom component of the saved memory is not passed again.
+        """
+        data = {k: v for k, v in data.items() if k != "class_name"}
+        adapter.check_restored(cls.__name__, data.pop(adapter.CUSTOM_COMPONENTS_KEY, None) or {}, kwargs)
+        messages = data.pop("messages", None)
+        if kwargs.get("chat_memory") is None:
+            kwargs.pop("chat_memory", None)
+            data["chat_memory"] = ListChatMessageHistory(messages_from_dict(messages or []))
+        return cls(**{**data, **kwargs})
+
+    def to_string(self) -> str:
+        """The memory as a JSON string (``to_dict()``)."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_string(cls, json_str: str, **kwargs: Any) -> StrategyMemory:
+        """Inverse of :meth:`to_string`; ``kwargs`` as for :meth:`from_dict` (components)."""
+        return cls.from_dict(json.loads(json_str), **kwargs)
 
     # -- inspection ----------------------------------------------------------------------
     def _session(self) -> Session:
@@ -293,7 +416,14 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
 
     # -- core work (CPU-bound: embedding, scoring) -----------------------------------------
     def _load(self, history: Sequence[BaseMessage], query: str | None) -> dict[str, Any]:
-        selected, context = _select(self._session(), history, query=query, budget=self.max_token_limit)
+        selected, context = _select(
+            self._session(),
+            history,
+            query=query,
+            budget=self.max_token_limit,
+            views=self._views,
+            progress=self.progress,
+        )
         self._last_context = context
         if self.return_messages:
             return {self.memory_key: selected}
@@ -302,8 +432,11 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
 
     def _sync(self, history: Sequence[BaseMessage]) -> None:
         """Add the completed turns of ``history`` to the strategy (embeds each new turn once)."""
-        past, _ = split_current(group_turns(to_ctxmgmt_messages(history)))
-        self._session().sync(past)
+        session = self._session()
+        view = self._views.of(session)
+        with session.lock, view.lock:
+            past, _ = split_current(view.update(history).turns)
+            sync_in_batches(session, past, self.progress)
 
     # -- BaseMemory ------------------------------------------------------------------------
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -389,6 +522,9 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
             process only.
         max_sessions: Threads whose state stays live in this process (least recently used
             evicted, reloaded from the store when they return); 1000.
+        progress: ``progress(turns_done, turns_total)``, called while a thread's long history
+            (e.g. from a checkpointer) is derived in batches of 256 turns on its first model
+            call; None = silent.
         **params: The strategy's parameters and components (see the class docstring).
 
     Sessions: each LangGraph thread (the run's ``thread_id``) has its own strategy and lock;
@@ -427,6 +563,7 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
         token_counter: Any = None,
         store: Any = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
+        progress: Progress | None = None,
         **params: Any,
     ) -> None:
         super().__init__()
@@ -444,6 +581,8 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
         self._last_context: Context | None = None
         self._lock = threading.RLock()
         self.store = store
+        self.progress = progress
+        self._views = _new_views()
         self._pool = SessionPool(self._make_strategy, store=_state_store(store), max_sessions=max_sessions)
         self._last_session = self._pool.get(None)  # builds a strategy: its errors surface now
 
@@ -478,9 +617,11 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
         return sum(s.strategy.llm_calls for s in self._pool.sessions())
 
     def _text_block(self, block: Block) -> list[BaseMessage]:
-        """LangChain messages for a summary/entity block (default: one ``SystemMessage``).
+        """LangChain messages for a summary/entity block: one framed memory message.
 
-        Override it for providers that accept a system message only at the start.
+        Its role is the strategy's ``memory_role`` (default ``"user"``: a ``HumanMessage``
+        opening with a line saying it is a record of earlier conversation, not instructions;
+        :mod:`ctxmgmt.framing`). Override it to place the memory elsewhere.
         """
         return [from_ctxmgmt(m) for m in block.as_messages()]
 
@@ -500,7 +641,9 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
             originals,
             query=None,
             budget=self.max_tokens,
+            views=self._views,
             text_block=self._text_block,
+            progress=self.progress,
         )
         self._last_context = context
         return [m for m in selected if m is not system]

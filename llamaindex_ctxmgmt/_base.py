@@ -19,35 +19,46 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import (
+    Field,
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+)
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
 from ctxmgmt.adapter import (
+    CUSTOM_COMPONENTS_KEY,
     AdapterField,
     SelectionRecord,
     add_fields,
     budget_param,
     check_adapter,
+    check_restored,
+    custom_components,
     signature_with,
     strategy_of,
 )
 from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter, as_token_counter
-from ctxmgmt.context import Context
+from ctxmgmt.context import Block, Context
+from ctxmgmt.converted import HistoryViews, sync_in_batches
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
-from ctxmgmt.session import build_context, select_originals, split_current
+from ctxmgmt.session import build_context, split_current
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, MessageLog, Session, SessionPool
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, group_turns, split_system
 from llamaindex_ctxmgmt._convert import (
     QueryInput,
     latest_user_text,
+    memory_messages,
     render_context,
-    system_message,
     text_of,
     to_message,
     to_messages,
@@ -123,6 +134,19 @@ def _room(initial_token_count: Any, token_limit: int) -> int:
     return token_limit - initial_token_count
 
 
+def _content_of(message: ChatMessage) -> Any:
+    """What conversion reads from ``message``, as a comparable snapshot (role, text, part kinds)."""
+    blocks = message.blocks
+    if not isinstance(blocks, list):
+        return repr(blocks)
+    return (message.role, tuple((type(b).__name__, getattr(b, "text", None)) for b in blocks))
+
+
+def _new_views() -> HistoryViews[ChatMessage]:
+    """Per-session views of LlamaIndex histories (each message converted once)."""
+    return HistoryViews(to_message, _content_of)
+
+
 def _pydantic_field(field: AdapterField) -> Any:
     return Field(default=field.default, description=field.doc, exclude=field.component)
 
@@ -150,8 +174,9 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
 
     Parity with ``ChatMemoryBuffer``: ``to_dict``/``from_dict`` and ``to_string``/``from_string``
     (JSON of ``to_dict()``) keep the history and every parameter; components (``embed_model``,
-    ``llm``, ``token_counter``, ``store``, ...) are not serialised and are passed again to
-    ``from_dict``/``from_string``. ``get(initial_token_count=...)`` edge cases: see :meth:`get`.
+    ``llm``, ``token_counter``, ``store``, ...) are not serialised: ``to_dict`` lists those
+    that were set, and ``from_dict``/``from_string`` raise ``ConfigurationError`` naming any
+    not passed again (see :meth:`from_dict`). ``get(initial_token_count=...)`` edge cases: see :meth:`get`.
 
     Args:
         chat_store: Any LlamaIndex ``BaseChatStore``; default a new ``SimpleChatStore``.
@@ -164,6 +189,13 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
             their prefix messages; derived from ``token_counter`` when not given.
         embed_model: A LlamaIndex ``BaseEmbedding`` (e.g. ``MockEmbedding``, ``HuggingFaceEmbedding``)
             or a ctxmgmt Embedder; default the bundled all-MiniLM-L6-v2 (offline).
+        progress: ``progress(turns_done, turns_total)``, called while a long stored history
+            is derived in batches of 256 turns on the first :meth:`get` (cold start); None = silent.
+
+    Each stored message is converted once per session (kept with it, see
+    :class:`ctxmgmt.converted.ConvertedHistory`) as long as the chat store returns the same
+    message objects (``SimpleChatStore`` does); a ``get`` then costs the selection, not a pass
+    over the whole history.
     """
 
     strategy_class: ClassVar[type[Strategy]]
@@ -183,8 +215,14 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
     max_sessions: int = Field(
         default=8, description="Chat store keys whose state stays live in this process."
     )
+    progress: Any = Field(
+        default=None,
+        exclude=True,
+        description="progress(turns_done, turns_total) while a long stored history is derived.",
+    )
 
     _pool: SessionPool | None = PrivateAttr(default=None)
+    _views: HistoryViews[ChatMessage] = PrivateAttr(default_factory=_new_views)
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _last_context: Context | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
@@ -297,20 +335,53 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         data["class_name"] = chat_store.class_name()
         return data
 
+    def _components(self) -> dict[str, Any]:
+        """The components ``to_dict()`` cannot store (name -> value; None = the default)."""
+        values = {f.name: getattr(self, f.name) for f in self.adapter_fields if f.component}
+        given_tokenizer = not isinstance(self.tokenizer_fn, _CounterTokenizer)  # not derived
+        values["tokenizer_fn"] = self.tokenizer_fn if given_tokenizer else None
+        values["token_counter"] = self.token_counter
+        values["store"] = self.store
+        return values
+
+    @model_serializer(mode="wrap")
+    def custom_model_dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """The history (the chat store), every parameter and which components were set.
+
+        What ``model_dump``, ``to_dict`` and ``to_string`` return (overrides the base's
+        serializer of the same name, which adds ``class_name``). Components cannot be
+        serialised (models, callables, stores: ``embed_model``, ``llm``, ``summarizer``,
+        ``token_counter``, ``tokenizer_fn``, ``store``, ...); those that were set are listed
+        under ``"custom_components"`` (name -> type name), so that :meth:`from_dict` asks for
+        them again instead of silently using the defaults.
+        """
+        data = handler(self)
+        data["class_name"] = self.class_name()
+        data[CUSTOM_COMPONENTS_KEY] = custom_components(self._components())
+        return data
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> StrategyMemory:
-        """Inverse of ``to_dict()``: the chat store (so the history) and every parameter.
+        """Inverse of :meth:`to_dict`: the chat store (so the history) and every parameter.
 
-        Components are not serialised (``embed_model``, ``llm``, ``summarizer``,
-        ``token_counter``, ``tokenizer_fn``, ``store``, ...): pass them again as ``kwargs``
-        (default: the embedded ones). As in ``ChatMemoryBuffer.from_dict``, an old-style
+        Components are passed again as ``kwargs`` (``embed_model=``, ``llm=``, ...). Those the
+        memory was saved with (``"custom_components"``) must be: a missing one raises
+        ``ConfigurationError`` naming it, except ``token_counter``/``tokenizer_fn``, whose
+        default only warns (:data:`ctxmgmt.adapter.DEFAULT_ACCEPTED`); ``name=None`` takes the
+        default on purpose. As in ``ChatMemoryBuffer.from_dict``, an old-style
         ``"chat_history"`` list becomes a ``SimpleChatStore`` under ``chat_store_key``.
         The derived state (embeddings, summaries) is rebuilt from the history on the next
         :meth:`get`, or loaded from ``store`` when one is given.
+
+        Raises:
+            ConfigurationError: a custom component of the saved memory is not passed again.
         """
         from llama_index.core.storage.chat_store.loading import load_chat_store
 
         data = {k: v for k, v in data.items() if k != "class_name"}
+        check_restored(cls.__name__, data.pop(CUSTOM_COMPONENTS_KEY, None) or {}, kwargs)
         if "chat_history" in data:
             history = [ChatMessage.model_validate(m) for m in data.pop("chat_history") or ()]
             key = data.get("chat_store_key", DEFAULT_CHAT_STORE_KEY)
@@ -352,22 +423,30 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
     ) -> list[ChatMessage]:
         room = _room(initial_token_count, self.token_limit)
         query = text_of(input)
-        converted = to_messages(originals)
-        if room == 0:
-            return self._turn_in_progress(converted, originals)
+        if not isinstance(originals, list):
+            to_messages(originals)  # raises the usual error for a non-list
         session = self._session()
-        with session.lock:
+        view = self._views.of(session)
+        with session.lock, view.lock:
+            view.update(originals)  # converts only the messages new since the last call
+            converted = view.messages
+            if room == 0:
+                return self._turn_in_progress(converted, originals)
             try:
                 context = build_context(
-                    session.strategy, converted, query=query, budget=room, sync=session.sync
+                    session.strategy,
+                    converted,
+                    query=query,
+                    budget=room,
+                    sync=lambda past: sync_in_batches(session, past, self.progress),
+                    grouped=view.grouped(),
                 )
             except BudgetExceededError:
                 if initial_token_count == 0:
                     raise  # token_limit alone cannot hold the system messages and the question
                 return self._turn_in_progress(converted, originals)
             self._last_context = context
-            selected = select_originals(context, converted, originals, system_message)
-            return self._reuse_summary_messages(selected, originals)
+            return view.select_originals(context, self._summary_messages_of)
 
     def _turn_in_progress(
         self, converted: Sequence[Message], originals: Sequence[ChatMessage]
@@ -384,20 +463,14 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
         self._last_context = None
         return [] if current is None else [original_of[id(m)] for m in current.messages]
 
-    def _reuse_summary_messages(
-        self, selected: list[ChatMessage], originals: Sequence[ChatMessage]
-    ) -> list[ChatMessage]:
-        """Return the same ChatMessage object for the same summary text, so repeated gets agree.
+    def _summary_messages_of(self, block: Block) -> list[ChatMessage]:
+        """A text block's memory messages, the same ChatMessage objects for the same text.
 
-        Summary and entity blocks become new system messages; the last ``SUMMARY_CACHE``
-        (32) distinct texts are kept. Stored messages pass through untouched.
+        Summary and entity blocks become new memory messages (in the ``memory_role``); the last
+        ``SUMMARY_CACHE`` (32) distinct texts are kept, so repeated gets agree.
         """
-        stored = {id(m) for m in originals}
         out: list[ChatMessage] = []
-        for message in selected:
-            if id(message) in stored or message.role != MessageRole.SYSTEM:
-                out.append(message)
-                continue
+        for message in memory_messages(block):
             text = message.content or ""
             cached = self._summary_messages.setdefault(text, message)
             self._summary_messages.move_to_end(text)
@@ -501,18 +574,22 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
 BLOCK_DEFAULTS: dict[str, tuple[str, Literal["messages", "text"], str]] = {
     "discourse_tree": (
         "discourse_tree",
-        "text",
+        "messages",
         "Earlier in this conversation (other topics summarised, then the current thread):",
     ),
-    "acm": ("acm_tiers", "text", "Earlier in this conversation (entities, summaries, then earlier turns):"),
+    "acm": (
+        "acm_tiers",
+        "messages",
+        "Earlier in this conversation (entities, summaries, then earlier turns):",
+    ),
     "swin": (
         "swin_summary",
-        "text",
+        "messages",
         "Earlier in this conversation (summary, then the latest earlier turns):",
     ),
     "topic_thread": (
         "topic_threads",
-        "text",
+        "messages",
         "Earlier topic threads of this conversation relevant to the latest message:",
     ),
     "kadanedial": (
@@ -521,7 +598,11 @@ BLOCK_DEFAULTS: dict[str, tuple[str, Literal["messages", "text"], str]] = {
         "Earlier turns of this conversation relevant to the latest message:",
     ),
 }
-"""Per strategy name: a block's default ``name``, ``output`` and ``text_header``."""
+"""Per strategy name: a block's default ``name``, ``output`` and ``text_header``.
+
+Every default output is ``"messages"``: summaries and entity lists then reach the LLM as framed
+memory messages in the strategy's ``memory_role`` (user by default), never inside the system
+message, where ``Memory``'s default ``InsertMethod.SYSTEM`` would put a ``"text"`` output."""
 
 
 class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
@@ -539,10 +620,16 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         chronological conversation with the irrelevant middle left out; tool calls stay next to
         their results. ``Memory.insert_method`` does not apply to messages.
 
-        ``"text"``: a ``speaker: text`` transcript of the selected turns (after ``text_header``).
-        ``Memory`` renders it inside ``<name>...</name>`` in its memory template, into the system
-        message (``InsertMethod.SYSTEM``, default) or the latest user message (``InsertMethod.USER``).
-        Use it for providers that reject old tool messages or require strict role alternation.
+        Summaries and entity lists come first, as one framed memory message each, in the
+        strategy's ``memory_role`` (user by default; :mod:`ctxmgmt.framing`).
+
+        ``"text"``: a ``speaker: text`` transcript of the selected turns (after ``text_header``),
+        escaped so that no line can close ``Memory``'s tags. ``Memory`` renders it inside
+        ``<name>...</name>`` in its memory template, into the system message
+        (``InsertMethod.SYSTEM``, Memory's default) or the latest user message
+        (``InsertMethod.USER``). Use it for providers that reject old tool messages or require
+        strict role alternation, with ``InsertMethod.USER``: in the system message, text the user
+        (or a summarising model) wrote would gain system authority.
 
     Truncation: with ``priority`` >= 1 (default 1), when the blocks and the queue exceed
     ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
@@ -586,6 +673,11 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         description="Where flushed messages and derived state persist ('sqlite:///x.db', a DSN, a store).",
     )
     max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, description="Sessions kept live in this process.")
+    progress: Any = Field(
+        default=None,
+        exclude=True,
+        description="progress(turns_done, turns_total) while a long flushed history is derived.",
+    )
 
     strategy_class: ClassVar[type[Strategy]]
     adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
@@ -593,6 +685,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     _histories: OrderedDict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=OrderedDict)
     _converted: dict[str | None, list[Message]] = PrivateAttr(default_factory=dict)
     _pool: SessionPool | None = PrivateAttr(default=None)
+    _views: HistoryViews[ChatMessage] = PrivateAttr(default_factory=_new_views)
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _issued: OrderedDict[int, tuple[str | None, str, int]] = PrivateAttr(default_factory=OrderedDict)
     _last_context: Context | None = PrivateAttr(default=None)
@@ -717,18 +810,19 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     def _select(
         self, session_id: str | None, query: str, budget: int | None
     ) -> tuple[Context, list[ChatMessage]]:
-        history, core = self._history(session_id)
-        originals, converted = list(history), list(core)
+        history, _ = self._history(session_id)
         session = self._sessions().get(session_id)
-        with session.lock:
-            session.sync(group_turns(converted))
+        view = self._views.of(session)
+        with session.lock, view.lock:
+            view.update(list(history))  # converts only the messages flushed since the last call
+            sync_in_batches(session, view.turns, self.progress)
             context = session.strategy.select(query, budget=budget)
             self._last_context = context
-        return context, select_originals(context, converted, originals, system_message)
+            return context, view.select_originals(context, memory_messages)
 
     def _format(self, context: Context, messages: list[ChatMessage]) -> Any:
         if self.output == "text":
-            body = render_context(context)
+            body = render_context(context, names=(self.name,))
             if not body:
                 return ""
             return f"{self.text_header}\n{body}" if self.text_header else body

@@ -31,7 +31,8 @@ from llama_index.core.schema import QueryBundle
 
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import InvalidMessageError
-from ctxmgmt.types import Message
+from ctxmgmt.framing import escape_data
+from ctxmgmt.types import Message, clean_text
 
 ROLE_MAP: dict[str, str] = {
     MessageRole.SYSTEM.value: "system",
@@ -79,12 +80,25 @@ def _media_kind(block: Any) -> str | None:
     return None
 
 
+def _blocks_of(blocks: Any, role: str) -> list[Any]:
+    """``blocks`` if it is a list of blocks (a ``ChatMessage``'s or a ``CitableBlock``'s content)."""
+    if not isinstance(blocks, list):
+        raise InvalidMessageError(
+            f"{role} message content must be a list of blocks, got {type(blocks).__name__}"
+        )
+    return blocks
+
+
 def _block_parts(block: Any, role: str, media: list[str]) -> str | None:
     """Text of one content block (None for blocks without conversation text).
 
     Media blocks add their kind to ``media``.
     """
     if isinstance(block, TextBlock):
+        if not isinstance(block.text, str):
+            raise InvalidMessageError(
+                f"{role} message has a TextBlock whose text is a {type(block.text).__name__}"
+            )
         return block.text
     if isinstance(block, _NO_TEXT_BLOCKS):
         return None
@@ -93,7 +107,11 @@ def _block_parts(block: Any, role: str, media: list[str]) -> str | None:
         media.append(kind)
         return None
     if isinstance(block, CitableBlock):
-        texts = [t for t in (_block_parts(part, role, media) for part in block.content) if t is not None]
+        texts = [
+            t
+            for t in (_block_parts(part, role, media) for part in _blocks_of(block.content, role))
+            if t is not None
+        ]
         return "\n".join(texts) if texts else None
     if isinstance(block, CitationBlock):
         return _block_parts(block.cited_content, role, media)
@@ -164,9 +182,10 @@ def to_message(message: ChatMessage) -> Message:
         raise InvalidMessageError(f"expected a llama_index ChatMessage, got {type(message).__name__}")
     role = _role_of(message)
     media: list[str] = []
-    texts = [t for t in (_block_parts(b, role, media) for b in message.blocks) if t is not None]
+    blocks = _blocks_of(message.blocks, role)
+    texts = [t for t in (_block_parts(b, role, media) for b in blocks) if t is not None]
     kwargs = message.additional_kwargs or {}
-    calls = [tool_call_dict(b) for b in message.blocks if isinstance(b, ToolCallBlock)]
+    calls = [tool_call_dict(b) for b in blocks if isinstance(b, ToolCallBlock)]
     extra_calls = kwargs.get("tool_calls")
     if extra_calls and not calls:
         if not isinstance(extra_calls, list | tuple):
@@ -209,16 +228,22 @@ def text_of(value: QueryInput) -> str | None:
 
     A string as is; a ``ChatMessage``: its text blocks joined by newlines; a ``QueryBundle``:
     its ``query_str`` (the user's question, not the custom embedding strings); None: None.
+    The text is cleaned like message text (:func:`ctxmgmt.types.clean_text`).
 
     Raises:
-        InvalidMessageError: any other type.
+        InvalidMessageError: any other type (or a ``QueryBundle`` whose ``query_str`` is not a str).
     """
-    if value is None or isinstance(value, str):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return clean_text(value)
     if isinstance(value, ChatMessage):
-        return "\n".join(b.text for b in value.blocks if isinstance(b, TextBlock))
-    if isinstance(value, QueryBundle):
-        return value.query_str
+        blocks = value.blocks if isinstance(value.blocks, list) else []
+        return clean_text(
+            "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and isinstance(b.text, str))
+        )
+    if isinstance(value, QueryBundle) and isinstance(value.query_str, str):
+        return clean_text(value.query_str)
     raise InvalidMessageError(
         f"input must be a str, a ChatMessage, a QueryBundle or None, got {type(value).__name__}"
     )
@@ -234,16 +259,29 @@ def latest_user_text(messages: Sequence[ChatMessage] | None) -> str:
     return ""
 
 
-def system_message(block: Block) -> list[ChatMessage]:
-    """A summary/entity block as one system ``ChatMessage`` (text the core wrote)."""
-    return [ChatMessage(role=MessageRole.SYSTEM, content=block.text)]
+_MEMORY_ROLES: dict[str, MessageRole] = {
+    "user": MessageRole.USER,
+    "assistant": MessageRole.ASSISTANT,
+    "system": MessageRole.SYSTEM,
+}
 
 
-def render_context(context: Context, *, include_current: bool = False) -> str:
-    """The selected turns and text blocks as a plain transcript (one ``speaker: text`` per line).
+def memory_messages(block: Block) -> list[ChatMessage]:
+    """A summary/entity block as the framed memory ``ChatMessage`` the core built.
+
+    Its role is the block's ``memory_role`` (default user); its text opens with a line saying it
+    is a record of earlier conversation, not instructions (:func:`ctxmgmt.framing.memory_message`).
+    """
+    return [ChatMessage(role=_MEMORY_ROLES[m.role], content=m.text) for m in block.as_messages()]
+
+
+def render_context(context: Context, *, include_current: bool = False, names: Sequence[str] = ()) -> str:
+    """The selected turns and text blocks as a plain transcript (one ``speaker: text`` entry per line).
 
     Blocks are separated by a blank line; the system block is left out, and so is the turn
-    in progress unless ``include_current``.
+    in progress unless ``include_current``. The transcript is user text: it is escaped
+    (:func:`ctxmgmt.framing.escape_data`) so that no line can close a ``<memory>`` tag or the
+    tags ``names`` (a memory block's own tag in ``Memory``'s template).
     """
     parts: list[str] = []
     for block in context.blocks:
@@ -253,4 +291,4 @@ def render_context(context: Context, *, include_current: bool = False) -> str:
             parts.append("\n".join(m.render() for m in block.messages))
         elif block.text:
             parts.append(block.text)
-    return "\n\n".join(parts)
+    return escape_data("\n\n".join(parts), names=names)

@@ -14,10 +14,11 @@ class ACMTieredBlock(StrategyMemoryBlock, strategy=ACMStrategy):
     older summarised once, oldest reduced once to de-duplicated entities with source turn,
     timestamp, label and count) and, on ``Memory.get()``, returns the tiers within
     ``token_limit`` (default 2000 tokens), with the turns behind entities the newest user
-    message mentions brought back verbatim when they fit. By default (``output="text"``) that
-    is one text, which ``Memory`` inserts into the system message (or the latest user message,
-    per its ``insert_method``); ``output="messages"`` returns the tiers as system messages and
-    the turns as ``ChatMessage`` objects.
+    message mentions brought back verbatim when they fit. By default (``output="messages"``)
+    the tiers come back as framed memory messages (role ``memory_role``, user by default) and
+    the turns as ``ChatMessage`` objects; ``output="text"`` returns one escaped text, which
+    ``Memory`` inserts into the system message or, with ``InsertMethod.USER``, the latest user
+    message (use that: see :class:`~llamaindex_ctxmgmt._base.StrategyMemoryBlock`).
 
     Example:
         >>> from llamaindex_ctxmgmt import ACMTieredBlock

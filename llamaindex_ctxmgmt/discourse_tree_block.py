@@ -13,15 +13,15 @@ class DiscourseTreeBlock(StrategyMemoryBlock, strategy=DiscourseTreeStrategy):
     into its blocks. This block places each flushed turn in a forest of topic trees
     (Context-Agent) and, on ``Memory.get()``, places the newest user message too and returns
     the summaries of the other topics and side branches followed by the flushed turns of the
-    active path. By default (``output="text"``) that is one text, which ``Memory`` inserts
-    into the system message (or the latest user message, per its ``insert_method``);
-    ``output="messages"`` returns a system message with the summaries and the path turns as
-    ``ChatMessage`` objects.
+    active path. By default (``output="messages"``) the summaries come back as a framed
+    memory message (role ``memory_role``, user by default) and the path turns as
+    ``ChatMessage`` objects; ``output="text"`` returns one escaped text, which ``Memory``
+    inserts into the system message or, with ``InsertMethod.USER``, the latest user message.
 
     Example:
         >>> from llama_index.core.memory import Memory, InsertMethod
         >>> from llamaindex_ctxmgmt import DiscourseTreeBlock
-        >>> memory = Memory.from_defaults(  # the outline goes into the latest user message
-        ...     memory_blocks=[DiscourseTreeBlock()], insert_method=InsertMethod.USER
+        >>> memory = Memory.from_defaults(  # a text outline goes into the latest user message
+        ...     memory_blocks=[DiscourseTreeBlock(output="text")], insert_method=InsertMethod.USER
         ... )  # doctest: +SKIP
     """

@@ -13,10 +13,11 @@ class SWinSummaryBlock(StrategyMemoryBlock, strategy=SWinStrategy):
     into its blocks. This block cuts the flushed turns into overlapping windows of ``window``
     turns (sharing ``overlap``), summarises each window once into a deduplicated memory of at
     most ``gamma`` items, and on ``Memory.get()`` returns the memory followed by the flushed
-    turns of the window still being filled. By default (``output="text"``) that is one text,
-    which ``Memory`` inserts into the system message (or the latest user message, per its
-    ``insert_method``); ``output="messages"`` returns a system message with the memory and
-    the turns as ``ChatMessage`` objects.
+    turns of the window still being filled. By default (``output="messages"``) the memory
+    comes back as a framed memory message (role ``memory_role``, user by default) and the
+    turns as ``ChatMessage`` objects; ``output="text"`` returns one escaped text, which
+    ``Memory`` inserts into the system message or, with ``InsertMethod.USER``, the latest user
+    message.
 
     Example:
         >>> from llama_index.core.memory import Memory

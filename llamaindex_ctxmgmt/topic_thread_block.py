@@ -13,14 +13,15 @@ class TopicThreadBlock(StrategyMemoryBlock, strategy=TopicThreadStrategy):
     into its blocks. Each flushed turn is written back into the thread memory (a new thread on
     a topic shift, else the best thread's compressed state is revised). On ``Memory.get()``
     the threads relevant to the newest user message are retrieved and returned as their
-    compressed states plus their most relevant turns. By default (``output="text"``) that is
-    one text, which ``Memory`` inserts into the system message (or the latest user message,
-    per its ``insert_method``); ``output="messages"`` returns one system message per thread
-    state and the turns as ``ChatMessage`` objects.
+    compressed states plus their most relevant turns. By default (``output="messages"``)
+    each thread state comes back as a framed memory message (role ``memory_role``, user by
+    default) and the turns as ``ChatMessage`` objects; ``output="text"`` returns one escaped
+    text, which ``Memory`` inserts into the system message or, with ``InsertMethod.USER``, the
+    latest user message.
 
     Example:
         >>> from llamaindex_ctxmgmt import TopicThreadBlock
         >>> block = TopicThreadBlock(top_k=2, name="threads")
         >>> block.name, block.output
-        ('threads', 'text')
+        ('threads', 'messages')
     """

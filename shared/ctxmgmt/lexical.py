@@ -19,9 +19,24 @@ STOPWORDS = frozenset(
 )
 
 
+_STEMS: dict[str, str] = {}
+"""Stem per word seen ("" for a stop word): words repeat, so indexing a restored history of
+1,000 turns stems each distinct word once. At most :data:`_MAX_STEMS` entries."""
+_MAX_STEMS = 200_000
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-case alphanumeric words without stop words, with a light plural/-ing stem."""
-    return [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS]
+    out = []
+    for word in _TOKEN.findall(text.lower()):
+        stem = _STEMS.get(word)
+        if stem is None:
+            stem = "" if word in STOPWORDS else _stem(word)
+            if len(_STEMS) < _MAX_STEMS:
+                _STEMS[word] = stem
+        if stem:
+            out.append(stem)
+    return out
 
 
 def _stem(word: str) -> str:
@@ -54,10 +69,15 @@ class BM25Index:
     def add(self, text: str) -> None:
         """Index one more document."""
         doc = len(self._lengths)
-        counts = Counter(tokenize(text))
-        for term, tf in counts.items():
-            self._postings.setdefault(term, []).append((doc, tf))
-        self._lengths.append(sum(counts.values()))
+        tokens = tokenize(text)
+        postings = self._postings
+        for term, tf in Counter(tokens).items():
+            entry = postings.get(term)
+            if entry is None:
+                postings[term] = [(doc, tf)]
+            else:
+                entry.append((doc, tf))
+        self._lengths.append(len(tokens))
 
     def document_share(self, term: str) -> float:
         """Share (0-1) of the documents containing ``term`` (a :func:`tokenize` token)."""

@@ -28,7 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS
 from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, MEMORY_ROLES
 
 _C = TypeVar("_C", bound="StrategyConfig")
 
@@ -237,6 +239,23 @@ class StrategyConfig:
         return {p.name: getattr(self, p.name) for p in self.params() if getattr(self, p.name) != p.default}
 
 
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig(StrategyConfig):
+    """Base of the configs of strategies that send text blocks (summaries, entities, topic outlines).
+
+    Declares ``memory_role`` once for all of them (see :mod:`ctxmgmt.framing`).
+    """
+
+    memory_role: str = param(
+        DEFAULT_MEMORY_ROLE,
+        "role of the memory message carrying summaries and entity lists: 'user' (framed as a record "
+        "of earlier conversation, as LangChain's SummarizationMiddleware does), 'assistant' for "
+        "providers that need it, or 'system' (unsafe: text written by the user or a model then "
+        "outranks them); 'user' per ctxmgmt.framing",
+        choices=MEMORY_ROLES,
+    )
+
+
 COMPONENT_DOCS: dict[str, str] = {
     "embedder": (
         "Any ctxmgmt Embedder, LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding`` or "
@@ -251,6 +270,29 @@ COMPONENT_DOCS: dict[str, str] = {
 
 LLM_COMPONENTS = ("summarizer", "decider")
 """Components an ``llm=`` argument can stand in for."""
+
+LLM_CALL_PARAMS = (
+    Param(
+        "llm_timeout",
+        float,
+        DEFAULT_TIMEOUT,
+        "seconds one call of the llm may take before the offline fallback answers (with a warning); "
+        "None waits forever; 30 per ctxmgmt.components.llm_call.DEFAULT_TIMEOUT",
+        optional=True,
+        gt=0,
+    ),
+    Param(
+        "llm_max_input_chars",
+        int,
+        MAX_INPUT_CHARS,
+        "most characters of conversation text in one prompt to the llm (head and tail of a longer "
+        "text kept; the stored history is never cut); None: no cap; 24000 per "
+        "ctxmgmt.components.llm_call.MAX_INPUT_CHARS",
+        optional=True,
+        ge=200,
+    ),
+)
+"""Parameters of the calls an adapter's ``llm=`` makes, shared by every strategy that has one."""
 
 
 def format_args(params: tuple[Param, ...], *, indent: str = "    ") -> str:

@@ -4,32 +4,111 @@
 one turn at a time. :func:`flatten` splits the derived part of a state (everything but the
 strategy name, config and turns) into records: a list becomes one record per element
 (``name[7]``) plus a marker with its length (``name#``), a dict one record per entry
-(``name{Paris}``) plus a marker, anything else one record (``name``). Vectors (``numpy``
-arrays) stay arrays, which the stores write as float32 bytes. :func:`unflatten` is the
-inverse. :class:`RecordTracker` remembers a digest per record so that after a turn only the
+(``name{Paris}``) plus a marker, a :class:`CappedLog` one record per entry named by the
+entry's number since the log began (so trimming the oldest entry never renames the others),
+anything else one record (``name``). Vectors (``numpy`` arrays) stay arrays, which the
+stores write as float32 bytes; a frozen dataclass instance (a node that is replaced, never
+mutated) is written as its fields. :func:`unflatten` is the inverse (dataclasses come back as
+dicts). :class:`RecordTracker` remembers what was written so that after a turn only the
 records that changed are written, and records that disappeared are written as None.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
+import marshal
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
 Records = dict[str, Any]
+T = TypeVar("T")
+U = TypeVar("U")
 
 _ELEMENT = re.compile(r"^(?P<name>[^\[\]{}#]+)(?:\[(?P<index>\d+)\]|\{(?P<key>.*)\})$", re.S)
+
+
+class CappedLog(Sequence[T], Generic[T]):
+    """The newest ``cap`` entries of an append-only log, numbered from the log's first entry.
+
+    For diagnostic logs that keep only their newest entries. :func:`flatten` stores entry
+    number ``n`` as record ``name[n]``: appending writes one record and the entry that falls
+    off the front one tombstone, however long the log has run (a plain list trimmed from the
+    front would rename, and so rewrite, every element on every append). Reads like a list of
+    its entries; :func:`jsonable` and :meth:`Strategy.to_state` turn it into one.
+
+    Args:
+        cap: Most entries kept (the oldest go first); >= 1.
+        entries: Initial entries, oldest first (only the newest ``cap`` are kept).
+        start: Number of the first of ``entries`` (how many were dropped before it); 0.
+    """
+
+    def __init__(self, cap: int, entries: Iterable[T] = (), start: int = 0) -> None:
+        if cap < 1:
+            raise ValueError(f"a CappedLog keeps at least one entry, not {cap}")
+        self.cap = cap
+        self.start = start
+        self._entries: list[T] = list(entries)
+        self._trim()
+
+    @classmethod
+    def restored(cls, cap: int, value: Iterable[T]) -> CappedLog[T]:
+        """A log of ``cap`` entries from a stored one (numbering kept) or a plain list (numbered from 0)."""
+        return cls(cap, value, value.start if isinstance(value, CappedLog) else 0)
+
+    def append(self, entry: T) -> None:
+        """Add ``entry`` as the newest, dropping the oldest beyond ``cap``."""
+        self._entries.append(entry)
+        self._trim()
+
+    def map(self, convert: Callable[[T], U]) -> CappedLog[U]:
+        """A new log of ``convert(entry)`` for every entry, with the same cap and numbering."""
+        return CappedLog(self.cap, (convert(e) for e in self._entries), self.start)
+
+    def _trim(self) -> None:
+        extra = len(self._entries) - self.cap
+        if extra > 0:
+            del self._entries[:extra]
+            self.start += extra
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self._entries[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CappedLog):
+            return (self.start, self._entries) == (other.start, other._entries)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CappedLog(cap={self.cap}, start={self.start}, entries={self._entries!r})"
 
 
 def flatten(state: Mapping[str, Any]) -> Records:
     """Records of ``state``'s top-level keys (see the module docstring)."""
     records: Records = {}
     for name, value in state.items():
-        if isinstance(value, list | tuple):
+        if isinstance(value, CappedLog):
+            records[f"{name}#"] = ["log", len(value), value.cap]
+            for number, element in enumerate(value, start=value.start):
+                records[f"{name}[{number}]"] = element
+        elif isinstance(value, list | tuple):
             records[f"{name}#"] = ["list", len(value)]
             for index, element in enumerate(value):
                 records[f"{name}[{index}]"] = element
@@ -45,6 +124,9 @@ def flatten(state: Mapping[str, Any]) -> Records:
 def unflatten(records: Mapping[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`flatten` (vectors come back as float32 arrays).
 
+    A :class:`CappedLog` comes back as one, numbering kept. Dict entries come back in the
+    order of ``records``.
+
     Raises:
         ValueError: a record's key does not belong to the layout (a corrupt record).
     """
@@ -52,8 +134,7 @@ def unflatten(records: Mapping[str, Any]) -> dict[str, Any]:
     elements: dict[str, dict[Any, Any]] = {}
     for key, value in records.items():
         if key.endswith("#"):
-            kind, _ = value
-            state[key[:-1]] = [] if kind == "list" else {}
+            state[key[:-1]] = _container(key, value)
             continue
         match = _ELEMENT.match(key)
         if match is None:
@@ -69,6 +150,12 @@ def unflatten(records: Mapping[str, Any]) -> dict[str, Any]:
             if sorted(items) != list(range(length)):
                 raise ValueError(f"list record {name!r} is missing elements")
             state[name] = [items[i] for i in range(length)]
+        elif isinstance(container, CappedLog):
+            length = int(records[f"{name}#"][1])
+            start = min(items)
+            if sorted(items) != list(range(start, start + length)):
+                raise ValueError(f"log record {name!r} is missing entries")
+            state[name] = CappedLog(container.cap, (items[i] for i in range(start, start + length)), start)
         elif isinstance(container, dict):
             state[name] = dict(items)
         else:
@@ -76,71 +163,173 @@ def unflatten(records: Mapping[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _digest(value: Any) -> str:
+def _container(key: str, marker: Any) -> Any:
+    """The empty container a marker record stands for."""
+    kind = marker[0] if isinstance(marker, list) and marker else None
+    if kind == "list":
+        return []
+    if kind == "dict":
+        return {}
+    if kind == "log" and len(marker) == 3:
+        return CappedLog(int(marker[2]))
+    raise ValueError(f"record {key!r} is not a container marker: {marker!r:.80}")
+
+
+def _digest(value: Any) -> bytes:
+    """A digest of ``value`` that differs whenever its stored form would.
+
+    JSON data is digested in ``marshal`` format 2 (exact types, floats as their 8 bytes, dict
+    order kept, no references between equal objects, so equal data always gives equal bytes);
+    it is ~10x faster than JSON text for vectors of floats. Anything marshal cannot write
+    (numpy integers, dict subclasses) falls back to JSON text. Vectors: their float32 bytes.
+    """
     if isinstance(value, np.ndarray):
-        return "f32:" + hashlib.sha1(np.ascontiguousarray(value, dtype="<f4").tobytes()).hexdigest()
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default)
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+        data = b"f32:" + np.ascontiguousarray(value, dtype="<f4").tobytes()
+    else:
+        try:
+            data = b"m2:" + marshal.dumps(value, 2)
+        except ValueError:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+            data = b"json:" + text.encode("utf-8")
+    return hashlib.blake2b(data, digest_size=20).digest()
 
 
 def _json_default(value: Any) -> Any:
     if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
+    if isinstance(value, CappedLog):
+        return list(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain_fields(value)
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def plain_fields(obj: Any) -> dict[str, Any]:
+    """``dataclasses.asdict(obj)``, several times faster on the plain data strategies keep.
+
+    The same result (nested dataclasses become dicts; lists, tuples and dicts are copied; other
+    objects deep-copied), without ``asdict``'s per-value ``deepcopy``: a strategy's state is
+    built from it after every turn it persists.
+    """
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in dataclasses.fields(obj))
+    return {name: _plain(getattr(obj, name)) for name in names}
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        out = list(value)
+        for i, element in enumerate(out):
+            if type(element) not in _SCALARS:
+                out[i] = _plain(element)
+        return out
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if kind is tuple:
+        return tuple(_plain(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return plain_fields(value)
+    return copy.deepcopy(value)
+
+
 def jsonable(value: Any) -> Any:
-    """``value`` with numpy arrays and scalars turned into plain lists and numbers."""
+    """``value`` as plain JSON data.
+
+    Numpy arrays and scalars become lists and numbers, dataclass instances dicts of their
+    fields, a :class:`CappedLog` the list of its entries.
+    """
     if isinstance(value, np.ndarray | np.generic):
         return value.tolist()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(plain_fields(value))
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | CappedLog):
         return [jsonable(v) for v in value]
     return value
 
 
 class RecordTracker:
-    """Digests of the records last written, to find what a turn changed.
+    """What the records last written were, to find what a turn changed.
 
-    Arrays are compared by identity first (a strategy keeps the same array object for a
-    turn's vector), so a long list of vectors costs one ``id`` check per element.
+    Scalars are remembered as they are, other JSON data as a digest (:func:`_digest`).
+    Vectors and frozen dataclass instances are compared by identity first: a strategy keeps
+    the same object for a turn's vector or a node that does not change (and replaces, never
+    mutates, one that does), so a long list of them costs one ``is`` check per element and
+    nothing is serialised; the object is kept referenced so its identity cannot be reused.
+    Records given to :meth:`reset` (a restored state) are digested on the first
+    :meth:`changes`, so a restart that adds nothing never digests them.
     """
 
     def __init__(self) -> None:
-        self._digests: dict[str, str] = {}
-        self._arrays: dict[str, int] = {}
+        self._digests: dict[str, Any] = {}
+        self._objects: dict[str, Any] = {}
+        self._written: Mapping[str, Any] = {}
 
     def reset(self, records: Mapping[str, Any] | None = None) -> None:
         """Forget everything, or remember ``records`` as the state already written."""
         self._digests.clear()
-        self._arrays.clear()
-        for key, value in (records or {}).items():
-            self._remember(key, value)
-
-    def _remember(self, key: str, value: Any) -> None:
-        self._digests[key] = _digest(value)
-        if isinstance(value, np.ndarray):
-            self._arrays[key] = id(value)
-        else:
-            self._arrays.pop(key, None)
+        self._objects.clear()
+        self._written = records or {}
 
     def changes(self, records: Mapping[str, Any]) -> Records:
-        """Records that differ from the last written ones (removed ones as None); remembers them."""
+        """Records that differ from the last written ones (removed ones as None); remembers them.
+
+        Frozen dataclass instances come back as their fields (:func:`plain_fields`).
+        """
+        if self._written:
+            written, self._written = self._written, {}
+            for key, value in written.items():
+                self._digests[key] = _fingerprint(value)
+                if _by_identity(value):
+                    self._objects[key] = value
+        digests, objects = self._digests, self._objects
         changed: Records = {}
         for key, value in records.items():
-            if isinstance(value, np.ndarray) and self._arrays.get(key) == id(value):
-                continue
-            digest = _digest(value)
-            if self._digests.get(key) != digest:
-                changed[key] = value
-            self._digests[key] = digest
-            if isinstance(value, np.ndarray):
-                self._arrays[key] = id(value)
+            if type(value) in _SCALARS:
+                fingerprint: Any = (type(value), value)
+                objects.pop(key, None)
+            elif _by_identity(value):
+                if objects.get(key) is value:
+                    continue
+                objects[key] = value
+                if not isinstance(value, np.ndarray):
+                    value = plain_fields(value)
+                fingerprint = _digest(value)
             else:
-                self._arrays.pop(key, None)
-        for key in [k for k in self._digests if k not in records]:
-            changed[key] = None
-            del self._digests[key]
-            self._arrays.pop(key, None)
+                objects.pop(key, None)
+                fingerprint = _digest(value)
+            if digests.get(key) != fingerprint:
+                changed[key] = value
+                digests[key] = fingerprint
+        if len(digests) > len(records):
+            for key in [k for k in digests if k not in records]:
+                changed[key] = None
+                del digests[key]
+                objects.pop(key, None)
         return changed
+
+
+def _by_identity(value: Any) -> bool:
+    """Whether ``value`` is compared by identity first (a vector or a frozen dataclass instance)."""
+    if isinstance(value, np.ndarray):
+        return True
+    params = getattr(value, "__dataclass_params__", None)
+    return params is not None and params.frozen and not isinstance(value, type)
+
+
+def _fingerprint(value: Any) -> Any:
+    """What :class:`RecordTracker` remembers of a record: a scalar itself, else a digest."""
+    if type(value) in _SCALARS:
+        return (type(value), value)
+    if _by_identity(value) and not isinstance(value, np.ndarray):
+        value = plain_fields(value)
+    return _digest(value)

@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 
 from ctxmgmt.budget import check_budget, message_tokens, messages_tokens, turn_tokens
 from ctxmgmt.context import Block, Context
+from ctxmgmt.converted import pick_originals
 from ctxmgmt.exceptions import BudgetExceededError
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import History, Message, Turn, group_turns, split_system
+from ctxmgmt.types import History, Message, Turn, clean_text, group_turns, split_system
 
 
 def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
@@ -32,10 +33,11 @@ def infer_query(turns: Sequence[Turn], current: Turn | None, query: str | None) 
     """The query to select for: ``query`` if given, else the newest user message ("" if none).
 
     A user message with media and no text (e.g. only an image) has no query text, so the
-    newest user message that has text is used.
+    newest user message that has text is used. A given ``query`` is cleaned like message text
+    (:func:`~ctxmgmt.types.clean_text`).
     """
     if query is not None and query.strip():
-        return query
+        return clean_text(query)
     if current is not None and current.query:
         return current.query
     for turn in reversed(turns):
@@ -71,6 +73,7 @@ def build_context(
     query: str | None = None,
     budget: int | None = None,
     sync: Callable[[Sequence[Turn]], None] | None = None,
+    grouped: tuple[Sequence[Message], Sequence[Turn]] | None = None,
 ) -> Context:
     """Select what to send from ``messages`` (the full raw history) for the next model call.
 
@@ -81,6 +84,9 @@ def build_context(
 
     ``sync`` brings the strategy up to date with the completed turns (default
     :func:`sync_strategy`; adapters pass their :meth:`ctxmgmt.sessions.Session.sync`).
+    ``grouped`` is ``(system messages, turns)`` of ``messages`` when the caller keeps them
+    grouped already (:class:`ctxmgmt.converted.ConvertedHistory`), so they are not grouped
+    again on every call.
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -88,8 +94,11 @@ def build_context(
     """
     budget = check_budget(budget)
     counter = strategy.token_counter
-    system, conversation = split_system(messages)
-    turns = group_turns(conversation)
+    if grouped is None:
+        system, conversation = split_system(messages)
+        turns: Sequence[Turn] = group_turns(conversation)
+    else:
+        system, turns = list(grouped[0]), grouped[1]
     past, current = split_current(turns)
     if sync is None:
         sync_strategy(strategy, past)
@@ -161,16 +170,8 @@ def select_originals(
         raise ValueError("converted and originals differ in length")
     original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
     system, conversation = split_system(list(converted))
-    turns = group_turns(conversation)
-    out: list[T] = []
-    for block in context.blocks:
-        if block.kind == "system":
-            out.extend(original_of[id(m)] for m in system)
-        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
-            out.extend(original_of[id(m)] for t in block.turns for m in turns[t].messages)
-        elif block.text:
-            out.extend(text_block(block))
-    return out
+    turns = [[original_of[id(m)] for m in turn.messages] for turn in group_turns(conversation)]
+    return pick_originals(context, [original_of[id(m)] for m in system], turns, text_block)
 
 
 def _recent_within(strategy: Strategy, budget: int | None) -> Context:

@@ -7,17 +7,67 @@ selection, so a tool call never leaves the context without its result.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ctxmgmt.exceptions import InvalidMessageError
+from ctxmgmt.framing import one_entry
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
 MEDIA_KINDS: tuple[str, ...] = ("image", "audio", "video", "file")
 """Kinds of non-text content a message may carry (``file``: documents such as PDFs)."""
+
+REPLACEMENT_CHARACTER = "\ufffd"
+"""What :func:`clean_text` puts in place of a code point UTF-8 cannot encode (U+FFFD)."""
+
+
+def clean_text(text: str) -> str:
+    r"""``text`` with every code point UTF-8 cannot encode repaired; the one text-hygiene rule.
+
+    A Python string can hold lone surrogates (U+D800-U+DFFF, e.g. from a JSON ``"\ud83d"``
+    escape or an emoji cut in half by UTF-16 slicing), which no UTF-8 encoder, tokenizer or
+    database accepts. A high surrogate directly followed by a low one becomes the character the
+    pair encodes (``"\ud83d\ude00"`` -> U+1F600); every other surrogate becomes
+    :data:`REPLACEMENT_CHARACTER`, one for one. Nothing else changes: control characters, NUL
+    and noncharacters are valid UTF-8 and are kept, so a text UTF-8 can encode comes back
+    unchanged (the same object) and keeps its fingerprint.
+
+    Example:
+        >>> clean_text("my cat \ud83d is ill") == "my cat \ufffd is ill"
+        True
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def _clean_value(value: Any) -> Any:
+    """``value`` with :func:`clean_text` applied to every string in it (dict keys included).
+
+    Containers (dicts, lists, tuples) are copied only when a string in them changes, so the
+    caller's objects are never modified.
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        items = [(_clean_value(k), _clean_value(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return dict(items)
+    if type(value) in (list, tuple):
+        cleaned = [_clean_value(v) for v in value]
+        if all(c is v for c, v in zip(cleaned, value, strict=True)):
+            return value
+        return type(value)(cleaned)
+    return value
 
 
 @dataclass(frozen=True)
@@ -34,13 +84,18 @@ class Message:
         tool_call_id: For a tool message, the id of the call it answers.
         timestamp: Optional free-form time (ISO string or a session date such as
             ``"1:56 pm on 8 May, 2023"``); shown in turn text.
-        metadata: Free JSON-serialisable data, carried through untouched.
+        metadata: Free JSON-serialisable data, carried through untouched (but for text hygiene).
         media: One kind per non-text content block the original message carries, in order
             (``"image"``, ``"audio"``, ``"video"`` or ``"file"``). Only the kinds are kept, never
             the bytes or URLs: adapters send the caller's original message, which still holds
             the blocks. Token counts add a per-block estimate (:mod:`ctxmgmt.budget`); scoring
             uses the text, plus one ``[image]``-style marker per block in :meth:`render`. A
             message with media and no text is scored through its turn's other messages.
+
+    Every string the message holds (text, name, timestamp, tool-call id, the strings inside
+    tool calls and metadata) passes through :func:`clean_text` when the message is built, so
+    nothing downstream (fingerprints, tokenizers, embedders, stores) can fail to encode it.
+    Messages are the core's copies: the framework objects they come from are never modified.
 
     Example:
         >>> Message("user", "Where did we land on the budget?").role
@@ -63,6 +118,11 @@ class Message:
             raise InvalidMessageError(
                 f"{self.role} message content must be a string, got {type(self.text).__name__}"
             )
+        for name in ("text", "name", "timestamp", "tool_call_id", "tool_calls", "metadata"):
+            value = getattr(self, name)
+            cleaned = _clean_value(value)
+            if cleaned is not value:
+                object.__setattr__(self, name, cleaned)
         if not isinstance(self.media, tuple):
             if isinstance(self.media, str) or not isinstance(self.media, list):
                 raise InvalidMessageError(f"media must be a tuple of kinds, got {self.media!r}")
@@ -79,7 +139,11 @@ class Message:
         return self.role == "assistant" and not self.tool_calls
 
     def render(self) -> str:
-        """Text of this message as shown to a scorer: ``[timestamp] speaker: text``."""
+        """Text of this message as shown to a scorer: ``[timestamp] speaker: text``.
+
+        Lines after the first are indented (:func:`ctxmgmt.framing.one_entry`), so a line break
+        in the text can never start a speaker line of its own in a transcript.
+        """
         speaker = self.name or self.role
         stamp = f"[{self.timestamp}] " if self.timestamp else ""
         calls = ""
@@ -91,7 +155,7 @@ class Message:
         if self.media:
             markers = " ".join(f"[{kind}]" for kind in self.media)
             text = f"{text} {markers}" if text else markers
-        return f"{stamp}{speaker}: {text}{calls}".rstrip()
+        return one_entry(f"{stamp}{speaker}: {text}{calls}".rstrip())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
@@ -133,15 +197,19 @@ class Turn:
         """True when the turn ends with a final assistant answer (no pending tool call)."""
         return self.messages[-1].is_final_answer
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
-        """The turn as one text unit, one rendered message per line (used for scoring)."""
+        """The turn as one text unit, one rendered message per line (used for scoring; computed once)."""
         return "\n".join(m.render() for m in self.messages)
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """Stable content hash; equal turns share derived state such as embeddings."""
-        return hashlib.sha1(self.text.encode("utf-8")).hexdigest()
+        """Stable content hash (SHA-1 of :attr:`text` as UTF-8); equal turns share derived state.
+
+        Message text is already clean (:func:`clean_text`); ``surrogatepass`` only makes sure
+        that no text can ever make the hash raise.
+        """
+        return hashlib.sha1(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def group_turns(messages: Iterable[Message]) -> list[Turn]:

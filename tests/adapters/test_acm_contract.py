@@ -11,7 +11,7 @@ from llama_index.core.base.llms.types import MessageRole
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.components.entities import Entity
-from ctxmgmt.strategies.acm import DEFAULT_TOKEN_BUDGET, MIN_TOKEN_BUDGET, ACMStrategy
+from ctxmgmt.strategies.acm import DEFAULT_TOKEN_BUDGET, ENTITY_HEADER, MIN_TOKEN_BUDGET, ACMStrategy
 from langchain_ctxmgmt.acm_memory import ACMTieredBuffer as LCACMTieredBuffer
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer as LIACMTieredBuffer
 from tests.adapters.test_langchain_contract import TURNS, LangChainMemoryContract, fill, sent_tokens, words
@@ -21,6 +21,7 @@ from tests.adapters.test_llamaindex_contract import (
     ask,
     is_subsequence,
 )
+from tests.helpers import MEMORY_HEAD, is_lc_memory, is_li_memory, memory_body
 
 
 class CapitalisedExtractor:
@@ -54,23 +55,26 @@ class TestLangChainACMTieredBuffer(LangChainMemoryContract):
             LCACMTieredBuffer(**bad)
 
     def test_tiers_under_a_tight_budget(self, memory):
-        m = memory(return_messages=True, max_token_limit=90, token_counter=words)
+        # the tiers alone (query_share=0: no query spans in the verbatim floor); 140 words: the
+        # entity band (25%) holds the framed memory message (ctxmgmt.framing)
+        m = memory(return_messages=True, max_token_limit=140, token_counter=words, query_share=0.0)
         fill(m, TURNS * 2)
         history = m.load_memory_variables({"input": "Tell me about Kyoto again."})["history"]
-        assert sent_tokens(history) <= 90
-        assert isinstance(history[0], SystemMessage) and history[0].content.startswith("Entities")
+        assert sent_tokens(history) <= 140
+        assert is_lc_memory(history[0]) and memory_body(history[0].content).startswith(ENTITY_HEADER)
+        assert not any(isinstance(x, SystemMessage) for x in history)  # never with system authority
         assert history[-1].content == TURNS[-1][1]
         for tier in ("UNC tier", "EEC tier"):
             assert tier in m.explain()
         text = LCACMTieredBuffer(
-            max_token_limit=90, token_counter=words, entity_extractor=CapitalisedExtractor()
+            max_token_limit=140, token_counter=words, entity_extractor=CapitalisedExtractor(), query_share=0.0
         )
         fill(text, TURNS * 2)
         rendered = text.load_memory_variables({"input": "Kyoto?"})["history"]
-        assert rendered.startswith("System: Entities")
+        assert rendered.startswith(f"Human: {MEMORY_HEAD}{ENTITY_HEADER}")
 
     def test_query_recall_returns_the_turn_behind_an_entity(self, memory):
-        m = memory(return_messages=True, max_token_limit=300, token_counter=words)
+        m = memory(return_messages=True, max_token_limit=300, token_counter=words, query_share=0.0)
         fill(m, TURNS * 3)
         history = m.load_memory_variables({"input": "When is the trip to Kyoto?"})["history"]
         assert any(isinstance(x, HumanMessage) and "Kyoto" in x.content for x in history)
@@ -105,7 +109,8 @@ class TestLlamaIndexACMTieredBuffer(LlamaIndexMemoryContract):
         selected = ask(memory)
         stored = memory.get_all()
         new = [m for m in selected if not any(m is s for s in stored)]
-        assert new and all(m.role == MessageRole.SYSTEM for m in new)
+        assert new and all(is_li_memory(m) for m in new)  # framed user-role memory, never system
+        assert not any(m.role == MessageRole.SYSTEM for m in selected)
         assert selected[: len(new)] == new
         assert is_subsequence(selected[len(new) :], stored)
         assert selected[-1].content == SOURDOUGH_QUERY

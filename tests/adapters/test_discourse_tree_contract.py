@@ -17,6 +17,7 @@ from tests.adapters.test_llamaindex_contract import (
     ask,
     turns_present,
 )
+from tests.helpers import is_lc_memory, memory_body
 
 
 class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
@@ -49,7 +50,9 @@ class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):
         m = memory(return_messages=True)
         fill(m)  # 8 unrelated topics
         history = m.load_memory_variables({"input": CAT_QUERY})["history"]
-        assert isinstance(history[0], SystemMessage) and "Topic" in history[0].content
+        # the topic summaries: a framed user-role memory message, never a system message
+        assert is_lc_memory(history[0]) and "Topic" in memory_body(history[0].content)
+        assert not any(isinstance(x, SystemMessage) for x in history)
         assert [x.content for x in history[1:]] == list(TURNS[2])  # switch back to the cat topic
         assert m.last_context.details["plan"]["topic"]["action"] == "switch"
         assert "Discourse forest" in m.strategy.explain()

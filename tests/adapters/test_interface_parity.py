@@ -18,7 +18,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import ChatMemoryBuffer
 
-import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt.components.decider import EmbeddedDecider
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
@@ -30,21 +29,7 @@ from tests.adapters.test_llamaindex_contract import (
     conversation,
     turn_messages,
 )
-
-LI_MEMORIES = [
-    li.KadaneDialMemory,
-    li.SWinSummaryBuffer,
-    li.DiscourseTreeMemory,
-    li.ACMTieredBuffer,
-    li.TopicThreadMemory,
-]
-LC_MEMORIES = [
-    lc.KadaneDialMemory,
-    lc.SWinSummaryBuffer,
-    lc.DiscourseTreeMemory,
-    lc.ACMTieredBuffer,
-    lc.TopicThreadMemory,
-]
+from tests.helpers import LC_MEMORIES, LI_MEMORIES
 
 
 def li_components(cls: type, embedder: Any) -> dict[str, Any]:
@@ -68,8 +53,10 @@ def lc_components(cls: type, embedder: Any) -> dict[str, Any]:
     return out
 
 
-def changed(default: Any) -> Any:
-    """A valid value other than ``default`` for a strategy parameter."""
+def changed(default: Any, choices: tuple[str, ...] = ()) -> Any:
+    """A valid value other than ``default`` for a strategy parameter (a string: another choice)."""
+    if isinstance(default, str):
+        return next(c for c in choices if c != default)
     if isinstance(default, bool):
         return not default
     if isinstance(default, int):
@@ -83,8 +70,9 @@ KEEP_DEFAULT = {"background"}
 
 def li_parameters(cls: type) -> dict[str, Any]:
     """Every serialisable strategy parameter of ``cls`` set to a non-default value."""
+    choices = {p.name: p.choices for p in cls.strategy_class.config_class.params()}
     return {
-        f.name: changed(f.default)
+        f.name: changed(f.default, choices.get(f.name, ()))
         for f in cls.adapter_fields
         if not f.component and f.name not in KEEP_DEFAULT
     }

@@ -172,7 +172,7 @@ class LangChainMemoryContract:
     # -- both output forms -------------------------------------------------------------------
     def test_return_messages_and_string_agree(self, memory):
         """The string form renders the message form; what a memory adds (summaries, thread
-        states, tiers) is a SystemMessage, rendered as ``System:``."""
+        states, tiers) is a framed memory HumanMessage (ctxmgmt.framing), rendered as ``User:``."""
         as_messages = memory(return_messages=True)
         as_string = memory(return_messages=False, human_prefix="User", ai_prefix="Bot")
         fill(as_messages)

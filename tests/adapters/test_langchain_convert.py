@@ -20,6 +20,7 @@ from langchain_core.messages import (
 )
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
+from ctxmgmt.framing import frame_memory
 from ctxmgmt.session import select_originals
 from langchain_ctxmgmt._convert import (
     content_text,
@@ -216,7 +217,8 @@ def test_errors_are_value_errors():
         to_ctxmgmt(HumanMessage(""))
 
 
-def _as_system(block):
+def _memory_messages(block):
+    """What the adapter sends for a block: verbatim messages, or a text block's framed memory message."""
     return [from_ctxmgmt(m) for m in block.as_messages()]
 
 
@@ -236,7 +238,7 @@ def test_round_trip_returns_the_original_objects():
             Block("current", turns=(0,), messages=tuple(converted[1:])),
         ],
     )
-    back = select_originals(context, converted, originals, _as_system)
+    back = select_originals(context, converted, originals, _memory_messages)
     assert len(back) == len(originals) and all(b is o for b, o in zip(back, originals, strict=True))
 
 
@@ -266,7 +268,7 @@ def test_select_originals_maps_turns_by_provenance(hashing_embedder):
     strategy = KadaneDialStrategy(embedder=hashing_embedder)
     context = build_context(strategy, converted)
 
-    selected = select_originals(context, converted, originals, _as_system)
+    selected = select_originals(context, converted, originals, _memory_messages)
 
     assert selected[0] is originals[0]
     assert selected[-1] is originals[-1]
@@ -287,7 +289,7 @@ def test_select_originals_uses_the_current_list_even_for_cached_turns(hashing_em
     ]
     converted = to_ctxmgmt_messages(second)
     context = build_context(strategy, converted)
-    selected = select_originals(context, converted, second, _as_system)
+    selected = select_originals(context, converted, second, _memory_messages)
     assert selected[0] is second[0] and selected[1] is second[1]
     assert all(any(m is o for o in second) for m in selected)
 
@@ -296,8 +298,15 @@ def test_select_originals_renders_text_blocks():
     context = Context(
         query="q", blocks=[Block("summary", turns=(0, 1), text="Earlier: the user owns a cat.")]
     )
-    (message,) = select_originals(context, [], [], _as_system)
-    assert isinstance(message, SystemMessage) and message.content == "Earlier: the user owns a cat."
+    (message,) = select_originals(context, [], [], _memory_messages)
+    # a framed user-role memory message, never a system message by default (ctxmgmt.framing)
+    assert isinstance(message, HumanMessage) and message.content == frame_memory(
+        "Earlier: the user owns a cat."
+    )
+    assistant = Block("summary", text="Earlier: the user owns a cat.", role="assistant")
+    assert isinstance(_memory_messages(assistant)[0], AIMessage)
+    system = Block("summary", text="Earlier: the user owns a cat.", role="system")
+    assert isinstance(_memory_messages(system)[0], SystemMessage)  # only when asked for
     custom = select_originals(context, [], [], lambda b: [HumanMessage(f"[summary] {b.text}")])
     assert custom[0].content == "[summary] Earlier: the user owns a cat."
 

@@ -23,6 +23,7 @@ from ctxmgmt.budget import messages_tokens
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
 from llamaindex_ctxmgmt import KadaneDialMemory
 from llamaindex_ctxmgmt._convert import to_messages
+from tests.helpers import is_li_memory
 
 # -- a long multi-topic conversation with one tool turn ------------------------------------
 
@@ -144,8 +145,8 @@ def tokens(memory, messages: list[ChatMessage]) -> int:
 
 
 def _components(memory):
-    """The memory's embedder, for memories that embed (passed on to copies of it)."""
-    return {"embed_model": memory.embed_model} if "embed_model" in type(memory).model_fields else {}
+    """The memory's components (embedder, extractor, ...): copies of it are given them again."""
+    return {f.name: getattr(memory, f.name) for f in memory.adapter_fields if f.component}
 
 
 class JsonFileChatStore(BaseChatStore):
@@ -506,12 +507,14 @@ class OwnMessagesFirstContract:
     own_messages: int | None = None
 
     def test_get_returns_stored_objects_in_chronological_order(self, memory):
-        """The memory's own messages are system messages, first; then stored objects, in order."""
+        """The memory's own messages are framed user-role memory messages (never system), first;
+        then stored objects, in order."""
         selected = ask(memory)
         stored = memory.get_all()
         own = [m for m in selected if not any(m is s for s in stored)]
         assert self.own_messages is None or len(own) == self.own_messages
-        assert all(m.role == MessageRole.SYSTEM for m in own)
+        assert all(is_li_memory(m) for m in own)
+        assert not any(m.role == MessageRole.SYSTEM for m in own)
         assert all(a is b for a, b in zip(selected, own, strict=False))  # first
         assert is_subsequence(selected[len(own) :], stored)
 

@@ -17,6 +17,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from ctxmgmt import ConfigurationError
 from ctxmgmt.budget import message_tokens
 from ctxmgmt.components.tokens import default_token_counter
+from ctxmgmt.strategies.acm import ENTITY_HEADER, SUMMARY_HEADER
 from langchain_ctxmgmt._convert import to_ctxmgmt
 from langchain_ctxmgmt.acm_memory import ACMTieredBuffer as LCACMTieredBuffer
 from langchain_ctxmgmt.acm_middleware import ACMTieredMiddleware
@@ -25,6 +26,7 @@ from llamaindex_ctxmgmt.acm_block import ACMTieredBlock
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer as LIACMTieredBuffer
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS, WEATHER_QUERY, conversation
+from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import arun_agent, history, run_agent
 from tests.integration.test_llamaindex_engines import (
     RecordingFunctionLLM,
@@ -52,15 +54,18 @@ def histories(times: int) -> list[BaseMessage]:
 
 
 def test_agent_model_receives_the_tiers_within_the_budget():
-    middleware = ACMTieredMiddleware(max_tokens=220, entity_extractor=CapitalisedExtractor())
+    # 250 tokens: the band (25%) holds a tier as a framed memory message (ctxmgmt.framing)
+    middleware = ACMTieredMiddleware(max_tokens=250, entity_extractor=CapitalisedExtractor())
     # 16 turns, two of them tool-call turns; run_agent checks the system prompt, the question
     # last, whole turns in order, tool calls paired, the state keeping everything
     question = "What should I feed the sourdough starter?"
     received = run_agent(middleware, question, past=histories(2), reply="Feed it.").received
 
-    tiers = [m for m in received[1:] if isinstance(m, SystemMessage)]
-    assert tiers and tiers[0].content.startswith(("Entities", "Summary"))
-    assert lc_tokens(received) <= 220
+    # the tiers: framed user-role memory messages; the app's system prompt is the only system message
+    tiers = [m for m in received[1:] if is_lc_memory(m)]
+    assert tiers and memory_body(tiers[0].content).startswith((ENTITY_HEADER, SUMMARY_HEADER))
+    assert [type(m) for m in received].count(SystemMessage) == 1
+    assert lc_tokens(received) <= 250
     kinds = [b.kind for b in middleware.last_context.blocks]
     assert kinds[0] == "system" and kinds[-1] == "current" and "turns" in kinds
     assert "EEC tier" in middleware.explain()
@@ -87,15 +92,17 @@ def test_middleware_rejects_bad_parameters():
 
 def test_classic_memory_with_an_llm_summarizer():
     llm = FakeListChatModel(responses=[f"- Fact {k}." for k in range(100)])
+    # 320 tokens: room for a summary beside its framing (ctxmgmt.framing)
     memory = LCACMTieredBuffer(
-        llm=llm, max_token_limit=300, return_messages=True, entity_extractor=CapitalisedExtractor()
+        llm=llm, max_token_limit=320, return_messages=True, entity_extractor=CapitalisedExtractor()
     )
     for user, answer in TOPIC_TURNS * 2:
         memory.save_context({"input": user}, {"output": answer or "ok"})
     assert memory.llm_calls == memory.strategy.summarize_calls > 0
     history_ = memory.load_memory_variables({"input": "what did we talk about?"})["history"]
-    assert any(isinstance(m, SystemMessage) and "Fact" in m.content for m in history_)
-    assert lc_tokens(history_) <= 300
+    assert any(is_lc_memory(m) and "Fact" in memory_body(m.content) for m in history_)
+    assert no_system_text(history_, "Fact")
+    assert lc_tokens(history_) <= 320
 
 
 # -- LlamaIndex: SimpleChatEngine and FunctionAgent with ACMTieredBuffer ----------------------
@@ -106,7 +113,9 @@ def test_simple_chat_engine_with_spacy_entities():
 
     sent = chat_once(memory)  # checks the system prompt, the question last, the store lossless
 
-    assert sent[1].role == MessageRole.SYSTEM and sent[1].content.startswith(("Entities", "Summary"))
+    # a tier as a framed user-role memory message; the app's system prompt is the only system message
+    assert is_li_memory(sent[1]) and memory_body(sent[1].content).startswith((ENTITY_HEADER, SUMMARY_HEADER))
+    assert [m.role for m in sent].count(MessageRole.SYSTEM) == 1
     assert li_tokens(sent) <= 250
     assert memory.strategy.entities and all(e.label for e in memory.strategy.entities)
     assert memory.llm_calls == 0
@@ -133,12 +142,19 @@ async def test_function_agent_with_tool_calls_within_the_budget():
 
 
 async def test_memory_block_returns_the_tiers():
-    block = ACMTieredBlock(token_limit=120, entity_extractor=CapitalisedExtractor())
+    # default output "messages"; 240 tokens: the band (25%) holds the framed entity tier
+    block = ACMTieredBlock(token_limit=240, entity_extractor=CapitalisedExtractor())
     result = await ask_block(block, conversation() * 2)
-    assert result[0].role == MessageRole.SYSTEM and "<acm_tiers>" in result[0].content
+    assert is_li_memory(result[0]) and memory_body(result[0].content).startswith(ENTITY_HEADER)
+    assert not any(m.role == MessageRole.SYSTEM for m in result)  # never with system authority
     assert result[-1].content == SOURDOUGH_QUERY
-    assert block.last_context is not None and block.last_context.tokens <= 120
+    assert block.last_context is not None and block.last_context.tokens <= 240
     assert "EEC tier" in block.explain()
-    assert ACMTieredBlock().output == "text"
+    assert ACMTieredBlock().output == "messages"
+    # output="text" (asked for): Memory puts the escaped text into its system message
+    text_block = ACMTieredBlock(token_limit=120, entity_extractor=CapitalisedExtractor(), output="text")
+    result = await ask_block(text_block, conversation() * 2)
+    assert result[0].role == MessageRole.SYSTEM and "<acm_tiers>" in result[0].content
+    assert text_block.last_context is not None and text_block.last_context.tokens <= 120
     with pytest.raises(ConfigurationError):
         ACMTieredBlock(token_limit=8)

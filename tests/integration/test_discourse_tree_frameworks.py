@@ -24,6 +24,7 @@ from tests.adapters.test_llamaindex_contract import (
     conversation,
     turns_present,
 )
+from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
     CAT,
     RecordingFakeListChatModel,
@@ -40,20 +41,24 @@ from tests.integration.test_llamaindex_engines import (
 )
 
 CAT_QUESTION = "What name did I give the grey cat from the shelter?"
+FAITHFUL = {"recall_topics": 0, "summary_sections": None, "key_terms": 0}
+"""Context-Agent's layout (``DiscourseTreeConfig.paper()``): the path only, every other topic summarised."""
 
 
 # -- LangChain -----------------------------------------------------------------------------------
 
 
 def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
-    middleware = DiscourseTreeMiddleware(embedder=hashing_embedder)
+    middleware = DiscourseTreeMiddleware(embedder=hashing_embedder, **FAITHFUL)
     # history(): 8 one-topic turns, turn 3 a tool-call turn; run_agent checks the system prompt,
     # the question last, whole turns in order, tool calls paired, the state keeping everything
     received, full, _ = run_agent(middleware, CAT_QUESTION)
 
+    # the summaries: a framed user-role memory message (ctxmgmt.framing), never a system message
     summary = received[1]
-    assert isinstance(summary, SystemMessage) and summary.content.startswith("Summaries of the other topics")
+    assert is_lc_memory(summary) and memory_body(summary.content).startswith("Summaries of the other topics")
     assert "Lisbon" in summary.content and "Miso" not in summary.content  # the cat topic is verbatim
+    assert [type(m) for m in received].count(SystemMessage) == 1  # the app's system prompt only
     assert sent_turn_indices(received[2:], full) == [CAT, 8]
     context = middleware.last_context
     assert [b.kind for b in context.blocks] == ["system", "summary", "turns", "current"]
@@ -64,7 +69,9 @@ def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
 
 async def test_agent_async_with_an_llm_decider(hashing_embedder):
     decider_model = RecordingFakeListChatModel(responses=['{"action": "switch", "topic": 0}'])
-    middleware = DiscourseTreeMiddleware(embedder=hashing_embedder, llm=decider_model, max_tokens=2000)
+    middleware = DiscourseTreeMiddleware(
+        embedder=hashing_embedder, llm=decider_model, max_tokens=2000, **FAITHFUL
+    )
 
     received = (await arun_agent(middleware, CAT_QUESTION)).received
 
@@ -88,7 +95,8 @@ def test_classic_memory_in_a_loop_branches_and_returns(default_embedder):
     sent = memory.load_memory_variables({"input": "Back to Rome: hotels near the Colosseum in May"})[
         "history"
     ]
-    assert isinstance(sent[0], SystemMessage) and "pandas" in sent[0].content
+    assert is_lc_memory(sent[0]) and "pandas" in memory_body(sent[0].content)
+    assert no_system_text(sent, "pandas")
     assert [m.content for m in sent[1::2]] == [exchanges[0][0], exchanges[1][0]]
     assert [n.tree for n in memory.strategy.nodes] == [0, 0, 1, 1]
 
@@ -101,8 +109,10 @@ def test_simple_chat_engine_receives_summaries_and_the_sourdough_thread(default_
 
     sent = chat_once(memory)  # checks the system prompt, the question last, the store lossless
 
-    assert sent[1].role == MessageRole.SYSTEM and sent[1].content.startswith("Summaries of the other topics")
+    # the summaries: a framed user-role memory message; the app's system prompt is the only system one
+    assert is_li_memory(sent[1]) and memory_body(sent[1].content).startswith("Summaries of the other topics")
     assert "marathon" in sent[1].content.lower()
+    assert [m.role for m in sent].count(MessageRole.SYSTEM) == 1
     assert turns_present(sent) == SOURDOUGH
     assert memory.llm_calls == 0
 
@@ -116,7 +126,8 @@ def test_llamaindex_llm_decider_with_mock_llm(hashing_embedder):
     # turns 1 and 2 and the query each asked once ("create": no branch decision)
     assert memory.llm_calls == len(llm.prompts) == 3
     assert [n.tree for n in memory.strategy.nodes] == [0, 1, 2]
-    assert selected[0].role == MessageRole.SYSTEM and selected[-1].content == SOURDOUGH_QUERY
+    assert is_li_memory(selected[0]) and selected[-1].content == SOURDOUGH_QUERY  # summaries first
+    assert not any(m.role == MessageRole.SYSTEM for m in selected)
     assert memory.token_limit == int(llm.metadata.context_window * 0.75)
 
 
@@ -149,9 +160,16 @@ async def test_function_agent_with_a_tool_call(hashing_embedder):
 async def test_memory_block_returns_summaries_and_the_thread(default_embedder):
     block = DiscourseTreeBlock(embed_model=default_embedder)
     result = await ask_block(block)
+    # default output "messages": the summaries as a framed user-role memory message, then the
+    # sourdough thread verbatim as messages; nothing with system authority
+    assert is_li_memory(result[0]) and "Topic" in memory_body(result[0].content)
+    assert TOPIC_TURNS[0][0] in [m.content for m in result[1:]]  # the sourdough thread, verbatim
+    assert not any(m.role == MessageRole.SYSTEM for m in result)
+    assert result[-1].content == SOURDOUGH_QUERY
+    assert block.llm_calls == 0
+    assert DiscourseTreeBlock().output == "messages"
+    # output="text" (asked for): Memory puts the escaped text into its system message
+    result = await ask_block(DiscourseTreeBlock(embed_model=default_embedder, output="text"))
     assert result[0].role == MessageRole.SYSTEM
     assert "<discourse_tree>" in result[0].content and "Topic" in result[0].content
     assert TOPIC_TURNS[0][0] in result[0].content  # the sourdough thread, verbatim in the text
-    assert result[-1].content == SOURDOUGH_QUERY
-    assert block.llm_calls == 0
-    assert DiscourseTreeBlock().output == "text"

@@ -109,7 +109,9 @@ def _assert_state_clean(agent: Any, config: dict[str, Any], full: list[BaseMessa
 
 def _assert_agent_saw_the_summary(model: AgentModel) -> None:
     (received,) = model.received  # the internal calls did their job: the summary reached the agent
-    assert any(isinstance(m, SystemMessage) and "INTERNAL SUMMARY" in str(m.content) for m in received)
+    # as a framed memory message (ctxmgmt.framing), never with system authority
+    assert any(isinstance(m, HumanMessage) and "INTERNAL SUMMARY" in str(m.content) for m in received)
+    assert not any(isinstance(m, SystemMessage) and "INTERNAL SUMMARY" in str(m.content) for m in received)
 
 
 def test_messages_stream_yields_only_the_answer(hashing_embedder):

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from ctxmgmt import BudgetExceededError, KadaneDialStrategy
 from langchain_ctxmgmt import KadaneDialMiddleware
+from tests.helpers import is_lc_memory
 
 SYSTEM_PROMPT = "You are a helpful personal assistant."
 
@@ -123,9 +124,13 @@ def turns_of(messages: list[BaseMessage]) -> list[list[BaseMessage]]:
 
 
 def assert_received_whole_turns_in_order(received: list[BaseMessage], full: list[BaseMessage]) -> None:
-    """Every received conversation message is from ``full``, chronological, whole turns only."""
+    """Every received conversation message is from ``full``, chronological, whole turns only.
+
+    System messages and the memory's framed memory messages (summaries, entity tiers, topic
+    outlines: :func:`tests.helpers.is_lc_memory`) are not conversation messages.
+    """
     position = {m.id: i for i, m in enumerate(full)}
-    ids = [m.id for m in received if not isinstance(m, SystemMessage)]
+    ids = [m.id for m in received if not isinstance(m, SystemMessage) and not is_lc_memory(m)]
     assert all(i in position for i in ids), ids
     assert [position[i] for i in ids] == sorted(position[i] for i in ids)
     by_id = set(ids)

@@ -209,7 +209,9 @@ BLOCKS = {
     "kadanedial": lambda **kw: KadaneDialBlock(embed_model=HashingEmbedder(), **kw),
     "swin": lambda **kw: SWinSummaryBlock(**kw),
     "discourse_tree": lambda **kw: DiscourseTreeBlock(embed_model=HashingEmbedder(), **kw),
-    "acm": lambda **kw: ACMTieredBlock(entity_extractor=CapitalisedExtractor(), **kw),
+    # 2100 tokens: the recalled lighthouse turn (800 tokens with its image) fits beside the framed
+    # tiers (ctxmgmt.framing)
+    "acm": lambda **kw: ACMTieredBlock(token_limit=2100, entity_extractor=CapitalisedExtractor(), **kw),
     "topic_thread": lambda **kw: TopicThreadBlock(embed_model=HashingEmbedder(), **kw),
 }
 

@@ -276,3 +276,39 @@ def test_store_accepts_a_keyword_conninfo(postgres_dsn):
     say(agent, "kw", "My grey cat is called Miso.")
     say(agent, "kw", "What is my cat called?")
     assert len(middleware.session_for("kw").strategy) == 1
+
+
+# -- edits in place ----------------------------------------------------------------------------------
+def test_llamaindex_message_redacted_in_place_leaves_no_derived_trace(tmp_path, caplog):
+    """A stored message whose text block is rewritten in place (same object) is re-read."""
+    chat_store = SimpleChatStore()
+    memory = SWinSummaryBuffer.from_defaults(
+        chat_store=chat_store, chat_store_key="u", store=f"sqlite:///{tmp_path / 'm.db'}"
+    )
+    for q, a in facts(14):
+        memory.put_messages([ChatMessage(role="user", content=q), ChatMessage(role="assistant", content=a)])
+    memory.get(input="warm up")
+    assert "4417" in str(memory.strategy.to_state())
+    for message in chat_store.get_messages("u"):
+        for block in message.blocks:
+            if "4417" in getattr(block, "text", ""):
+                block.text = "[redacted]"
+    with caplog.at_level("WARNING", logger="ctxmgmt.sessions"):
+        selected = memory.get(input="What do I bake on Sundays?")
+    assert "history changed at turn" in caplog.text
+    assert "4417" not in str(memory.strategy.to_state())
+    assert not any("4417" in (m.content or "") for m in selected)
+
+
+def test_langchain_message_content_reassigned_in_place_is_re_read():
+    """Assigning new content to a message of the classic memory's history (same object) is seen."""
+    memory = LCKadaneDialMemory(embedder=HashingEmbedder())
+    for q, a in facts(10):
+        memory.save_context({"input": q}, {"output": a})
+    memory.load_memory_variables({"input": "warm up"})
+    for message in memory.chat_memory.messages:
+        if "4417" in str(message.content):
+            message.content = "[redacted]"
+    history = memory.load_memory_variables({"input": "What is my PIN?"})["history"]
+    assert "4417" not in history
+    assert "4417" not in str(memory.strategy.to_state())

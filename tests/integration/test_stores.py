@@ -34,7 +34,7 @@ from ctxmgmt.store import (
     TurnEntry,
     open_store,
 )
-from ctxmgmt.store.base import SCHEMA_VERSION
+from ctxmgmt.store.base import SCHEMA_VERSION, CorruptRecordError
 
 STRATEGY = "kadanedial"
 CONFIG = {"tau": 0.6, "theta": 1.0, "name": "ünï 'q' \"dq\""}
@@ -261,6 +261,46 @@ class StoreContract:
         assert loaded is not None and loaded.chains == [] and loaded.records == {} and loaded.version == 6
         assert append(store, "s", [entry(0, a="fresh")], 6) == 7
 
+    def test_fold_at_every_turn_matches_a_reference_fold(self, store: StateStore) -> None:
+        """Records rewritten, removed and written again over many turns, loaded after every turn.
+
+        Each load holds exactly the newest value of every live record, in the order the
+        records were first written (turn, then name), also after a truncation rewrote the
+        later turns.
+        """
+        rng = random.Random(3)
+        names = [f"r{i}" for i in range(12)]
+        written: list[dict[str, Any]] = []
+        version = 0
+        for turn in range(40):
+            records: dict[str, Any] = {}
+            for name in rng.sample(names, 4):
+                roll = rng.random()
+                vector = np.full(2, turn, np.float32)
+                records[name] = None if roll < 0.25 else vector if roll < 0.4 else [turn, name]
+            written.append(records)
+            version = append(store, "s", [entry(turn, **records)], version)
+        version = store.truncate("s", 25, expected_version=version)
+        del written[25:]
+        for turn in range(25, 35):
+            records = {"r0": {"again": turn}, "r11": None if turn % 2 else turn}
+            written.append(records)
+            version = append(store, "s", [entry(turn, **records)], version)
+        for upto in range(len(written) + 1):
+            expected: dict[str, Any] = {}
+            for records in written[:upto]:
+                expected.update(sorted(records.items()))
+            expected = {k: v for k, v in expected.items() if v is not None}
+            loaded = store.load("s", turns=upto)
+            assert loaded is not None and len(loaded.chains) == upto
+            assert list(loaded.records) == [k for k in expected], upto  # first-write order
+            for name, value in expected.items():
+                got = loaded.records[name]
+                if isinstance(value, np.ndarray):
+                    assert got.tobytes() == value.tobytes(), (upto, name)
+                else:
+                    assert got == value, (upto, name)
+
     # -- compare-and-set -----------------------------------------------------------------------
     def test_stale_version_conflicts(self, store: StateStore) -> None:
         append(store, "s", [entry(0, a=0)], 0)
@@ -414,6 +454,31 @@ class StoreContract:
         check_all_turns(store, "shared", workers, count)
 
 
+class SQLRowsContract:
+    """Loads of the SQL stores read each record's newest row only. Subclasses define ``execute``
+    (run one statement with ``?`` placeholders on the store's database, committed)."""
+
+    def test_only_the_newest_row_of_a_record_is_decoded(self, store: Any, execute: Any) -> None:
+        append(store, "s", [entry(0, a="old", b=[0])], 0)
+        append(store, "s", [entry(1, a="new"), entry(2, b=None)], 1)
+        # garbage in rows a load must not read: a superseded value and a removed record's rows
+        execute("UPDATE ctxmgmt_records SET data = ? WHERE turn = 0", (b"\xff not json",))
+        loaded = store.load("s")
+        assert loaded is not None and loaded.records == {"a": "new"}
+        with pytest.raises(CorruptRecordError):
+            store.load("s", turns=1)  # there the garbage is the newest row
+        execute("UPDATE ctxmgmt_records SET data = ? WHERE turn = 1", (b'"unterminated',))
+        with pytest.raises(CorruptRecordError):
+            store.load("s")
+
+    def test_corrupt_json_never_shifts_into_its_neighbours(self, store: Any, execute: Any) -> None:
+        """Records decoded together: one record holding two values fails, it is not split."""
+        append(store, "s", [entry(0, a=[1], b=[2], c=3)], 0)
+        execute("UPDATE ctxmgmt_records SET data = ? WHERE name = 'a'", (b"[1],[9]",))
+        with pytest.raises(CorruptRecordError):
+            store.load("s")
+
+
 class CrossProcessContract:
     """Concurrent writers in several processes (``spawn``): for stores other processes reach.
 
@@ -445,10 +510,18 @@ class TestInMemoryStore(StoreContract):
         yield InMemoryStore()
 
 
-class TestSQLiteStore(StoreContract, CrossProcessContract):
+class TestSQLiteStore(StoreContract, SQLRowsContract, CrossProcessContract):
     @pytest.fixture
     def spec(self, tmp_path: Any) -> tuple[str, str]:
         return ("sqlite", f"sqlite:///{tmp_path / 'state.db'}")
+
+    @pytest.fixture
+    def execute(self, store: SQLiteStore) -> Any:
+        def run(sql: str, params: tuple[Any, ...]) -> None:
+            with store._transaction() as cur:
+                cur.execute(sql, params)
+
+        return run
 
     @pytest.fixture
     def store(self, tmp_path: Any) -> Iterator[StateStore]:
@@ -484,10 +557,18 @@ def pg_dsn(postgres_dsn: str) -> Iterator[str]:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-class TestPostgresStore(StoreContract, CrossProcessContract):
+class TestPostgresStore(StoreContract, SQLRowsContract, CrossProcessContract):
     @pytest.fixture
     def spec(self, pg_dsn: str) -> tuple[str, str]:
         return ("postgres", pg_dsn)
+
+    @pytest.fixture
+    def execute(self, store: Any) -> Any:
+        def run(sql: str, params: tuple[Any, ...]) -> None:
+            with store._transaction() as cur:
+                cur.execute(sql.replace("?", "%s"), params)
+
+        return run
 
     @pytest.fixture
     def store(self, pg_dsn: str) -> Iterator[StateStore]:

@@ -16,6 +16,7 @@ from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware
 from llamaindex_ctxmgmt.topic_thread_block import TopicThreadBlock
 from llamaindex_ctxmgmt.topic_thread_memory import TopicThreadMemory
 from tests.adapters.test_llamaindex_contract import SOURDOUGH, SOURDOUGH_QUERY, conversation, turns_present
+from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
     CAT,
     RecordingFakeListChatModel,
@@ -36,9 +37,10 @@ def test_agent_model_receives_threads_relevant_turns_and_the_question(hashing_em
 
     sent = sent_turn_indices(received, full)
     assert CAT in sent and sent[-1] == 8 and 7 in sent  # the cat turn, the newest turn, the question
-    # thread states arrive as system messages before the verbatim turns
-    states = [m for m in received[1:] if isinstance(m, SystemMessage)]
-    assert all(m.content.startswith("Topic thread") for m in states)
+    # thread states arrive as framed user-role memory messages (ctxmgmt.framing), never as system
+    states = [m for m in received[1:] if is_lc_memory(m)]
+    assert all(memory_body(m.content).startswith("Topic thread") for m in states)
+    assert not any(isinstance(m, SystemMessage) for m in received[1:])
     context = middleware.last_context
     assert context.blocks[0].kind == "system" and context.blocks[-1].kind == "current"
     assert context.tokens <= 3000
@@ -56,8 +58,9 @@ async def test_agent_async_with_an_llm_compressor(hashing_embedder):
 
     assert middleware.llm_calls == len(compressor.prompts) >= 8  # one per written-back turn
     assert "<conversation>" in compressor.prompts[0] and "grey cat named Miso" in compressor.prompts[0]
-    states = [m.content for m in received[1:] if isinstance(m, SystemMessage)]
+    states = [memory_body(m.content) for m in received[1:] if is_lc_memory(m)]
     assert any("The user adopted a grey cat named Miso." in s for s in states)
+    assert no_system_text(received, "grey cat named Miso")
 
 
 def test_middleware_rejects_bad_parameters():
@@ -76,8 +79,9 @@ def test_simple_chat_engine_receives_threads_and_relevant_turns(hashing_embedder
     sent = chat_once(memory)  # checks the system prompt, the question last, the store lossless
 
     assert turns_present(sent) & SOURDOUGH
-    states = [m for m in sent[1:] if m.role == MessageRole.SYSTEM]
-    assert all(m.content.startswith("Topic thread") for m in states)
+    states = [m for m in sent[1:] if is_li_memory(m)]
+    assert all(memory_body(m.content).startswith("Topic thread") for m in states)
+    assert not any(m.role == MessageRole.SYSTEM for m in sent[1:])
     assert memory.llm_calls == 0
     assert memory.last_context.details["threads"]
 
@@ -90,7 +94,8 @@ def test_llamaindex_llm_compressor_with_mock_llm(hashing_embedder):
     memory.put(ChatMessage(role="user", content=SOURDOUGH_QUERY))
     selected = memory.get()
     assert memory.llm_calls == len(llm.prompts) >= 13
-    assert any(llm.answer[2:] in (m.content or "") for m in selected if m.role == MessageRole.SYSTEM)
+    assert any(llm.answer[2:] in memory_body(m.content) for m in selected if is_li_memory(m))
+    assert no_system_text(selected, llm.answer[2:])
     assert memory.token_limit == int(llm.metadata.context_window * 0.75)
 
 
@@ -100,18 +105,22 @@ def test_llamaindex_llm_compressor_with_mock_llm(hashing_embedder):
 async def test_memory_block_returns_threads_of_flushed_turns(hashing_embedder):
     block = TopicThreadBlock(embed_model=hashing_embedder)
     result = await ask_block(block)
-    assert result[0].role == MessageRole.SYSTEM
-    assert "<topic_threads>" in result[0].content and "sourdough" in result[0].content.lower()
+    # default output "messages": the flushed sourdough thread comes back first, as messages (thread
+    # states would be framed user-role memory messages); nothing with system authority
+    assert "sourdough" in (result[0].content or "").lower() and turns_present(result[:-1]) & SOURDOUGH
+    assert not any(m.role == MessageRole.SYSTEM for m in result)
     assert result[-1].content == SOURDOUGH_QUERY
     assert "threads" in block.explain()
     assert block.llm_calls == 0
 
 
-async def test_memory_block_messages_output(hashing_embedder):
-    block = TopicThreadBlock(embed_model=hashing_embedder, output="messages")
+async def test_memory_block_text_output(hashing_embedder):
+    # output="text" (asked for): Memory puts the escaped text into its system message
+    block = TopicThreadBlock(embed_model=hashing_embedder, output="text")
     result = await ask_block(block)
+    assert result[0].role == MessageRole.SYSTEM
+    assert "<topic_threads>" in result[0].content and "sourdough" in result[0].content.lower()
     assert result[-1].content == SOURDOUGH_QUERY
-    assert any((m.content or "").startswith("Topic thread") for m in result) or turns_present(result)
-    assert TopicThreadBlock().output == "text"
+    assert TopicThreadBlock().output == "messages"
     with pytest.raises(ConfigurationError):
         TopicThreadBlock(max_slots=0)

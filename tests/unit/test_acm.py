@@ -20,6 +20,7 @@ from ctxmgmt.strategies.acm import (
     MIN_TOKEN_BUDGET,
     SUMMARY_HEADER,
     ACMStrategy,
+    EntityRecord,
 )
 
 
@@ -111,7 +112,7 @@ def test_minimum_budget_is_accepted():
 
 # -- tier transitions --------------------------------------------------------------------------
 def test_tiers_fill_in_order():
-    s = make(200)
+    s = make(360)  # room for two framed memory blocks (ctxmgmt.framing) beside the 75% floor
     s.add(turn(0))
     assert s.tiers == {"verbatim": [0], "summary": [], "entities": []}
     for i in range(1, 30):
@@ -126,7 +127,7 @@ def test_tiers_fill_in_order():
 
 
 def test_context_has_every_tier_and_explains_it():
-    s = make(200)
+    s = make(360)
     for i in range(30):
         s.add(turn(i))
     context = s.select("what happened?")
@@ -136,14 +137,14 @@ def test_context_has_every_tier_and_explains_it():
     assert context.blocks[0].text.startswith(ENTITY_HEADER)
     assert context.blocks[1].text.startswith(SUMMARY_HEADER)
     explained = context.explain()
-    for word in ("UNC tier", "SMC tier", "EEC tier", "floor 150"):
+    for word in ("UNC tier", "SMC tier", "EEC tier", "floor 270"):
         assert word in explained
-    assert sent_tokens(s, context) == context.tokens <= 200
+    assert sent_tokens(s, context) == context.tokens <= 360
 
 
 def test_cascade_is_incremental_each_turn_processed_once():
     extractor, summarizer = CountingExtractor(), CountingSummarizer()
-    s = make(200, entity_extractor=extractor, summarizer=summarizer)
+    s = make(360, entity_extractor=extractor, summarizer=summarizer)
     for i in range(60):
         s.add(turn(i))
         for _ in range(3):  # queries never summarise nor extract
@@ -209,22 +210,69 @@ def test_entity_metadata_and_dedup():
 def test_query_recall_brings_back_the_verbatim_turn():
     texts = [f"My neighbour Zed{i} owns a blue boat." for i in range(30)]
     texts[2] = "Priya lent me her ladder on Tuesday."
-    s = make(140)
+    s = make(180, query_share=0.0)  # recall alone (query spans would find the turn first)
     for i, text in enumerate(texts):
         s.add(turn(i, text=text))
     assert 2 in s.tiers["entities"]
     context = s.select("Who lent me the ladder, was it Priya?")
     assert 2 in context.details["recalled"]
     assert "Priya lent me her ladder on Tuesday." in context.text()
-    assert context.tokens <= 140
-    off = make(140, query_recall=False)
+    assert context.tokens <= 180
+    off = make(180, query_recall=False, query_share=0.0)
     off.add_many([turn(i, text=t) for i, t in enumerate(texts)])
     assert "Priya lent me her ladder" not in off.select("was it Priya?").text()
 
 
+def test_query_spans_share_the_verbatim_floor():
+    texts = [f"My neighbour Zed{i} owns a blue boat." for i in range(40)]
+    texts[5] = "I lent my ladder to the painter."
+    texts[6] = "The painter will return the ladder on Friday."
+    s = make(200)  # floor 150 tokens: 75 for the query spans, 75 for the newest turns
+    s.add_many([turn(i, text=t) for i, t in enumerate(texts)])
+    assert 5 in s.tiers["entities"] or 5 in s.tiers["summary"]
+    context = s.select("When does the painter return my ladder?")
+    spans = context.details["query_spans"]
+    assert {5, 6} <= set(spans) and s.tokens_of(spans) <= 75  # the span, grown by its neighbours
+    blocks = [b for b in context.blocks if b.kind == "turns"]
+    assert tuple(spans) == blocks[0].turns and "query spans" in blocks[0].reason
+    assert blocks[-1].turns[-1] == 39  # the newest turns keep the rest of the floor
+    assert "query spans" in " ".join(context.details["explain"])
+    assert sent_tokens(s, context) <= 200
+    assert s.select("When does the painter return my ladder?", budget=60).tokens <= 60
+    # nothing shares a word with the query, or the faithful mode: no spans
+    assert s.select("xyzzy?").details["query_spans"] == []
+    paper = ACMStrategy.from_paper(
+        token_budget=200, token_counter=words, entity_extractor=CountingExtractor()
+    )
+    paper.add_many([turn(i, text=t) for i, t in enumerate(texts)])
+    assert paper.config.query_share == 0.0 and not paper.config.query_recall
+    assert paper.select("When does the painter return my ladder?").details["query_spans"] == []
+
+
+def test_query_spans_survive_a_state_round_trip():
+    texts = [f"Turn {i} talks about the weather." for i in range(30)]
+    texts[3] = "My sister Ana moved to Lisbon."
+    s = make(160)
+    s.add_many([turn(i, text=t) for i, t in enumerate(texts)])
+    restored = make(160)
+    restored.load_state(json.loads(json.dumps(s.to_state())))
+    query = "Where did Ana move?"
+    assert 3 in s.select(query).details["query_spans"]
+    assert restored.select(query).text() == s.select(query).text()
+
+
+def test_relative_date_entities_keep_their_day():
+    record = EntityRecord("yesterday", "DATE", count=1, turns=[4], times=["1:56 pm on 8 May, 2023"] * 2)
+    assert record.line().startswith("- yesterday (7 May 2023) (DATE; turn 4")
+    assert (
+        EntityRecord("Paris", "GPE", 1, [4], ["8 May, 2023"] * 2).line()
+        == "- Paris (GPE; turn 4; 8 May, 2023)"
+    )
+
+
 # -- persistence -----------------------------------------------------------------------------
 def test_state_round_trip_without_recomputing():
-    s = make(200)
+    s = make(360)
     for i in range(30):
         s.add(turn(i))
     state = json.loads(json.dumps(s.to_state()))
@@ -389,14 +437,14 @@ def test_state_restores_the_cascade_budget_and_counters():
     class LLMish(CountingSummarizer):
         uses_llm = True
 
-    s = make(200, summarizer=LLMish())
+    s = make(360, summarizer=LLMish())
     s.add_many([turn(i) for i in range(30)])
     assert s.llm_calls == s.summarize_calls > 0
     state = json.loads(json.dumps(s.to_state()))
-    assert state["config"]["token_budget"] == 200 and "token_budget" not in state
+    assert state["config"]["token_budget"] == 360 and "token_budget" not in state
     restored = make(120)
     restored.load_state(state)
-    assert restored.token_budget == 200 and restored.config == s.config
+    assert restored.token_budget == 360 and restored.config == s.config
     assert (restored.llm_calls, restored.summarize_calls, restored.extract_calls) == (
         s.llm_calls,
         s.summarize_calls,
@@ -404,10 +452,10 @@ def test_state_restores_the_cascade_budget_and_counters():
     )
     assert restored.tiers == s.tiers
     # a state saved before the config was in it names the budget at the top level
-    legacy = {k: v for k, v in state.items() if k != "config"} | {"token_budget": 200}
+    legacy = {k: v for k, v in state.items() if k != "config"} | {"token_budget": 360}
     old = make(120)
     old.load_state(legacy)
-    assert old.token_budget == 200 and old.select("Person2?").text() == s.select("Person2?").text()
+    assert old.token_budget == 360 and old.select("Person2?").text() == s.select("Person2?").text()
     with pytest.raises(ConfigurationError, match="token_budget"):
         make(120).load_state({**state, "config": {**state["config"], "token_budget": 3}})
 
@@ -416,7 +464,7 @@ def test_reset_forgets_the_llm_calls_of_the_tiers():
     class LLMish(CountingSummarizer):
         uses_llm = True
 
-    s = make(200, summarizer=LLMish())
+    s = make(360, summarizer=LLMish())
     s.add_many([turn(i) for i in range(30)])
     assert s.llm_calls > 0
     s.reset()

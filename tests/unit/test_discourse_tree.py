@@ -55,6 +55,9 @@ def feed(strategy, queries):
         strategy.add(turn(len(strategy), q))
 
 
+FAITHFUL = {"recall_topics": 0, "summary_sections": None, "key_terms": 0}
+"""Context-Agent's layout (``DiscourseTreeConfig.paper()``): the path only, every section."""
+
 ROME = ["Plan a trip to Rome in May.", "Which hotels near the Colosseum?", "How many days for the Vatican?"]
 
 
@@ -124,7 +127,7 @@ def forest(hashing_embedder) -> DiscourseTreeStrategy:
         topics={"pandas merge keys": ("create", None), "Rome museums": ("switch", 0)},
         branches={"Instead, a trip to Paris in May?": ("create_branch", 0)},
     )
-    s = make(decider, hashing_embedder, theta_fork=-1.0)
+    s = make(decider, hashing_embedder, theta_fork=-1.0, **FAITHFUL)
     feed(
         s,
         [
@@ -158,7 +161,7 @@ def test_context_is_summaries_then_the_active_path(hashing_embedder):
 
 def test_a_new_topic_gets_every_topic_summarised(hashing_embedder):
     decider = ScriptedDecider(topics={"volcanoes?": ("create", None)})
-    s = make(decider, hashing_embedder, theta_fork=1.0)
+    s = make(decider, hashing_embedder, theta_fork=1.0, **FAITHFUL)
     feed(s, ROME[:2])
     context = s.select("volcanoes?")
     assert [b.kind for b in context.blocks] == ["summary"]
@@ -167,7 +170,7 @@ def test_a_new_topic_gets_every_topic_summarised(hashing_embedder):
 
 def test_recent_turns_are_kept_off_the_path(hashing_embedder):
     decider = ScriptedDecider(topics={"volcanoes?": ("create", None)})
-    s = make(decider, hashing_embedder, theta_fork=1.0, recent_turns=1)
+    s = make(decider, hashing_embedder, theta_fork=1.0, recent_turns=1, **FAITHFUL)
     feed(s, ROME[:2])
     assert s.select("volcanoes?").turn_indices == [1]
 
@@ -290,20 +293,35 @@ def test_config_declares_every_parameter_once(hashing_embedder):
     from ctxmgmt.strategies.discourse_tree import DiscourseTreeConfig
 
     assert [p.name for p in DiscourseTreeConfig.params()] == [
+        "memory_role",
         "theta_fork",
         "candidates",
         "summary_items",
         "recent_turns",
         "summary_words",
+        "recall_topics",
+        "recall_ratio",
+        "recall_window",
+        "summary_sections",
+        "key_terms",
     ]
     assert DiscourseTreeConfig().to_dict() == {
+        "memory_role": "user",
         "theta_fork": 0.35,
         "candidates": 3,
         "summary_items": 8,
         "recent_turns": 0,
         "summary_words": 8,
+        "recall_topics": 3,
+        "recall_ratio": 0.65,
+        "recall_window": 3,
+        "summary_sections": 1,
+        "key_terms": 4,
     }
-    assert DiscourseTreeConfig.paper() == DiscourseTreeConfig()
+    assert DiscourseTreeConfig.paper() == DiscourseTreeConfig(**FAITHFUL)
+    assert DiscourseTreeStrategy.from_paper(embedder=hashing_embedder).config == DiscourseTreeConfig(
+        **FAITHFUL
+    )
     assert DiscourseTreeStrategy.config_class is DiscourseTreeConfig
     assert DiscourseTreeStrategy.components == ("embedder", "decider", "summarizer")
     config = DiscourseTreeConfig(theta_fork=0.5, summary_words=4)
@@ -546,3 +564,85 @@ def test_topic_views_carry_the_recent_window_and_the_last_query(hashing_embedder
     whole_turns = max(float(s._vectors[i] @ q) for i in tree.nodes)  # replies included
     assert view.content == pytest.approx(whole_turns)
     assert view.score == max(view.similarity, view.recent, view.best, view.content)
+
+
+# -- returning to earlier topics ---------------------------------------------------------------------
+BAKING = [
+    "My sourdough starter named Bubbles needs feeding with rye flour.",
+    "Bubbles doubled in 6 hours at 24 degrees.",
+    "How long should the sourdough dough proof overnight?",
+]
+TAXES = [
+    "Help me file my tax return: I earned 52000 dollars in 2023.",
+    "Can I deduct my home office on the tax return?",
+    "What is the tax deadline, April 15?",
+]
+
+
+def test_returning_to_an_earlier_topic_brings_its_turns_back_verbatim_within_budget(hashing_embedder):
+    decider = ScriptedDecider(topics={TAXES[0]: ("create", None)})
+    s = make(decider, hashing_embedder, theta_fork=1.0)
+    feed(s, [*BAKING, *TAXES])
+    assert [n.tree for n in s.nodes] == [0, 0, 0, 1, 1, 1]
+    query = "Back to the sourdough starter Bubbles: how often should I feed the sourdough?"
+    context = s.select(query)  # the scripted decider continues the tax topic
+    assert context.details["plan"]["tree"] == 1
+    assert {0, 1, 2} <= set(context.turn_indices)  # the baking topic's turns, verbatim
+    assert context.details["recalled"]["0"] == [0, 1, 2]
+    assert any("recalled" in b.reason for b in context.blocks)
+    faithful = make(
+        ScriptedDecider(topics={TAXES[0]: ("create", None)}), hashing_embedder, theta_fork=1.0, **FAITHFUL
+    )
+    feed(faithful, [*BAKING, *TAXES])
+    assert not {0, 1, 2} & set(faithful.select(query).turn_indices)  # Context-Agent: only a summary
+    # within a budget: the recalled turns go (least relevant first) before the path does
+    budget = s.tokens_of([3, 4, 5]) + s.tokens_of([0])
+    tight = s.select(query, budget=budget)
+    assert tight.tokens <= budget and {3, 4, 5} <= set(tight.turn_indices)
+    assert set(tight.details["dropped_turns"]) <= {0, 1, 2} and tight.details["dropped_turns"]
+
+
+def test_a_topic_switch_brings_back_the_topics_newest_path(hashing_embedder):
+    decider = ScriptedDecider(
+        topics={TAXES[0]: ("create", None), "Bubbles the starter: rye flour feeding again?": ("switch", 0)},
+        branches={"Bubbles the starter: rye flour feeding again?": ("create_branch", 0)},
+    )
+    s = make(decider, hashing_embedder, theta_fork=-1.0, recall_ratio=1.0)
+    feed(s, [*BAKING, *TAXES])
+    context = s.select("Bubbles the starter: rye flour feeding again?")
+    plan = context.details["plan"]
+    assert plan["tree"] == 0 and plan["parent"] == 0  # Context-Agent: a new branch at the root
+    assert {0, 1, 2} <= set(context.turn_indices)  # the topic's newest path comes back too
+    assert any("returns to topic 1" in line for line in context.details["explain"])
+
+
+def test_summaries_keep_names_numbers_and_dates(hashing_embedder):
+    decider = ScriptedDecider(topics={TAXES[0]: ("create", None), "volcanoes in Iceland?": ("create", None)})
+    s = make(decider, hashing_embedder, theta_fork=1.0, recall_topics=0, summary_sections=None, key_terms=8)
+    s.summarizer = BriefSummarizer(max_words=2)  # node summaries too short to hold the specifics
+    feed(s, [*BAKING, *TAXES])
+    summary = s.select("volcanoes in Iceland?").blocks[0]
+    assert summary.kind == "summary"
+    for term in ("Bubbles", "6", "24", "52000", "2023", "April", "15"):
+        assert term in summary.text, term
+    plain = make(decider, hashing_embedder, theta_fork=1.0, **FAITHFUL)
+    plain.summarizer = BriefSummarizer(max_words=2)
+    feed(plain, [*BAKING, *TAXES])
+    assert "52000" not in plain.select("volcanoes in Iceland?").blocks[0].text
+
+
+def test_summary_sections_keep_the_most_similar_topics(hashing_embedder):
+    decider = ScriptedDecider(topics={TAXES[0]: ("create", None), "sourdough rye flour": ("create", None)})
+    s = make(decider, hashing_embedder, theta_fork=1.0, recall_topics=0, summary_sections=1)
+    feed(s, [*BAKING, *TAXES])
+    context = s.select("sourdough rye flour")
+    assert [sec["tree"] for sec in context.details["sections"]] == [0, 1]
+    assert "Topic 1" in context.blocks[0].text and "Topic 2" not in context.blocks[0].text
+
+
+def test_select_explains_only_the_topics_in_the_context(hashing_embedder):
+    decider = ScriptedDecider(topics={TAXES[0]: ("create", None)})
+    s = make(decider, hashing_embedder, theta_fork=1.0, summary_sections=0)
+    feed(s, [*BAKING, *TAXES])
+    text = s.select("Can I deduct my home office on the tax return?").explain()
+    assert "Topic 2 (active)" in text

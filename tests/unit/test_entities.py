@@ -97,6 +97,6 @@ def test_llm_extractor_prompt_calls_and_fallback():
     ]
     assert llm.calls == 2 and llm.uses_llm
     assert "<text>\nMy cat is Miso.\n</text>" in prompts[0]
-    assert "</ text> ignore" in prompts[1]  # data cannot close the tag
+    assert "[/text] ignore" in prompts[1]  # data cannot close the tag (ctxmgmt.framing)
     with pytest.raises(ConfigurationError):
         LLMEntityExtractor("not callable")  # type: ignore[arg-type]

@@ -6,8 +6,10 @@ the same checks in ``tests/integration/test_sessions_postgres.py``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,9 +23,11 @@ from ctxmgmt import (
     TopicThreadStrategy,
 )
 from ctxmgmt.components.summarizer import LLMSummarizer
-from ctxmgmt.records import RecordTracker, flatten, unflatten
+from ctxmgmt.records import CappedLog, RecordTracker, flatten, jsonable, unflatten
 from ctxmgmt.sessions import MessageLog, SessionPool, chain_hashes
 from ctxmgmt.store import InMemoryStore, SQLiteStore, StoreError
+from ctxmgmt.strategies import acm, swin, topic_thread
+from ctxmgmt.strategies.discourse_tree import Node
 from ctxmgmt.types import Turn, group_turns
 from tests.conftest import HashingEmbedder
 
@@ -54,7 +58,7 @@ class Counting:
 KINDS = {
     "kadanedial": lambda emb, llm: KadaneDialStrategy(embedder=emb),
     "swin": lambda emb, llm: SWinStrategy(summarizer=LLMSummarizer(llm)),
-    "acm": lambda emb, llm: ACMStrategy(token_budget=300, summarizer=LLMSummarizer(llm)),
+    "acm": lambda emb, llm: ACMStrategy(token_budget=400, summarizer=LLMSummarizer(llm)),
     "discourse_tree": lambda emb, llm: DiscourseTreeStrategy(embedder=emb),
     "topic_thread": lambda emb, llm: TopicThreadStrategy(embedder=emb, summarizer=LLMSummarizer(llm)),
 }
@@ -230,6 +234,125 @@ def test_records_round_trip_and_track_changes():
     del state["items"]
     changed = tracker.changes(flatten(state))
     assert changed == {"n": 3, "items#": None, "items{a{b}}": None}
+
+
+def test_capped_log_records_keep_their_numbers():
+    log = CappedLog(3)
+    tracker = RecordTracker()
+    writes = []
+    for i in range(8):
+        log.append({"event": i})
+        writes.append(tracker.changes(flatten({"log": log.map(dict), "n": i})))
+    assert list(log) == [{"event": 5}, {"event": 6}, {"event": 7}] and log.start == 5
+    # once full, a turn writes the new entry, a tombstone for the dropped one and the counter
+    assert writes[-1] == {"log[7]": {"event": 7}, "log[4]": None, "n": 7}
+    assert all(len(w) <= 4 for w in writes)
+    back = unflatten(flatten({"log": log}))["log"]
+    assert isinstance(back, CappedLog) and back == log and back.cap == 3
+    assert jsonable({"log": log}) == {"log": [{"event": 5}, {"event": 6}, {"event": 7}]}
+    assert CappedLog.restored(2, [1, 2, 3]) == CappedLog(2, [2, 3], 1)  # a plain list: numbered from 0
+    with pytest.raises(ValueError, match="missing entries"):
+        unflatten({"log#": ["log", 3, 3], "log[5]": 1, "log[7]": 2, "log[8]": 3})
+
+
+def test_tracker_compares_frozen_items_by_identity_and_values_exactly():
+    node = Node(id=0, tree=0, branch=0, parent=None, summary="cats")
+    tracker = RecordTracker()
+    assert tracker.changes(flatten({"nodes": [node], "x": 1})) == {
+        "nodes#": ["list", 1],
+        "nodes[0]": node.to_dict(),
+        "x": 1,
+    }
+    assert tracker.changes(flatten({"nodes": [node], "x": 1})) == {}
+    # a replaced node is written even when only its type of number changed
+    assert tracker.changes(flatten({"nodes": [Node(0, 0, 0, None, "dogs")], "x": 1.0})) == {
+        "nodes[0]": {"id": 0, "tree": 0, "branch": 0, "parent": None, "summary": "dogs", "query": ""},
+        "x": 1.0,
+    }
+    # a restored state (plain records) is compared by value: nothing is rewritten
+    restored = RecordTracker()
+    restored.reset({"nodes#": ["list", 1], "nodes[0]": node.to_dict(), "x": 1})
+    assert restored.changes(flatten({"nodes": [node], "x": 1})) == {}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_restarted_session_writes_what_a_continuous_one_writes(kind, tmp_path):
+    """After a restart the next turns write exactly the rows they write without one (no rewrite)."""
+    emb, turns = HashingEmbedder(), conversation(30)
+    rows = {}
+    for label in ("continuous", "restarted"):
+        path, llm = tmp_path / f"{label}.db", Counting()
+
+        def factory(llm: Counting = llm) -> Any:
+            return KINDS[kind](emb, llm)
+
+        session = SessionPool(factory, store=SQLiteStore(path)).get("a")
+        session.sync(turns[:24])
+        if label == "restarted":
+            session = SessionPool(factory, store=SQLiteStore(path)).get("a")
+            session.sync(turns[:24])
+        for i in range(25, 31):
+            session.sync(turns[:i])
+        with sqlite3.connect(path) as db:
+            rows[label] = db.execute(
+                "SELECT turn, name, kind, data FROM ctxmgmt_records WHERE turn >= 24 ORDER BY turn, name"
+            ).fetchall()
+    assert rows["restarted"] == rows["continuous"]
+    assert len(rows["continuous"]) < 40 * 6  # a handful of records per turn, not the whole state
+
+
+def by_prompt(prompt: str) -> str:
+    """A summariser LLM whose answer depends on the prompt only (a rebuild gets the same items)."""
+    return f"- summary {hashlib.sha1(prompt.encode()).hexdigest()[:8]}: the user talked about cats."
+
+
+CAPPED = {
+    "topic_thread": (topic_thread, "LOG_ENTRIES", "log", KINDS["topic_thread"]),
+    "acm": (
+        acm,
+        "LOG_ENTRIES",
+        "log",
+        lambda emb, llm: ACMStrategy(token_budget=200, summarizer=LLMSummarizer(llm)),
+    ),
+    "swin": (
+        swin,
+        "FORGOTTEN_ENTRIES",
+        "forgotten",
+        lambda emb, llm: SWinStrategy(summarizer=LLMSummarizer(llm), gamma=2),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CAPPED))
+def test_capped_logs_write_each_entry_once(kind, tmp_path, monkeypatch):
+    """A log trimmed from the front writes one row per new entry and one tombstone per dropped one,
+    however many turns the conversation has (a positional list rewrote every entry each turn)."""
+    module, constant, field, factory = CAPPED[kind]
+    monkeypatch.setattr(module, constant, 4)
+    emb, llm, path = HashingEmbedder(), by_prompt, tmp_path / "s.db"
+    turns = conversation(60)
+    session = SessionPool(lambda: factory(emb, llm), store=SQLiteStore(path)).get("a")
+    for i in range(1, 61):
+        session.sync(turns[:i])
+    edited = list(turns)
+    edited[40] = Turn(40, (Message("user", "a new topic: my bicycle in Madrid"),))
+    session.sync(edited)  # rewinds to turn 40, rebuilds from there
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT name, kind FROM ctxmgmt_records WHERE name LIKE ? ORDER BY turn", (f"{field}[%",)
+        ).fetchall()
+    written = [name for name, k in rows if k != "del"]
+    dropped = [name for name, k in rows if k == "del"]
+    assert len(dropped) > 4, "the log never overflowed its cap"
+    assert len(written) == len(set(written)) and len(dropped) == len(set(dropped))
+    assert set(dropped) <= set(written)
+    restarted = SessionPool(lambda: factory(emb, llm), store=SQLiteStore(path)).get("a")
+    restarted.sync(edited)
+    rebuilt = factory(emb, by_prompt)
+    rebuilt.add_many(edited)
+    state = restarted.strategy.to_state()
+    assert state == session.strategy.to_state()
+    assert state[field] == rebuilt.to_state()[field] and len(state[field]) == 4
 
 
 def test_message_log_appends_in_order(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from ctxmgmt import ConfigurationError, Context, Message, Strategy, Turn
 from ctxmgmt.budget import message_tokens
+from ctxmgmt.framing import frame_memory
 
 
 def words(text: str) -> int:
@@ -61,7 +62,7 @@ def test_turns_block_shows_whole_turns_with_their_tokens():
     assert block.tokens == s.tokens_of([1, 2]) and block.text == ""
 
 
-def test_text_block_counts_its_text_as_one_system_message():
+def test_text_block_counts_its_text_as_one_framed_memory_message():
     s = Counting(token_counter=words)
     block = s.text_block("summary", "Summary:\n- boats", turns=[0, 1], reason="r")
     assert (block.kind, block.turns, block.text, block.reason) == (
@@ -70,8 +71,10 @@ def test_text_block_counts_its_text_as_one_system_message():
         "Summary:\n- boats",
         "r",
     )
-    assert block.tokens == message_tokens(s.token_counter, Message("system", "Summary:\n- boats"))
-    assert block.messages == () and block.as_messages()[0].role == "system"
+    sent = block.as_messages()
+    assert block.messages == () and len(sent) == 1 and sent[0].role == "user"  # never system by default
+    assert sent[0].text == frame_memory("Summary:\n- boats")
+    assert block.tokens == message_tokens(s.token_counter, sent[0])
 
 
 def test_generic_state_round_trip_recomputes_by_default():

@@ -400,8 +400,10 @@ def test_every_parameter_is_declared_with_its_default_and_a_doc():
         "recency_weight": RECENCY_WEIGHT,
         "dedup_threshold": DEDUP_THRESHOLD,
         "background": False,
+        "memory_role": "user",
     }
     assert specs["background"].kind is bool
+    assert specs["memory_role"].choices == ("user", "assistant", "system")
     assert all(p.doc and not p.budget for p in specs.values())
     assert SWinStrategy.config_class is SWinConfig and SWinStrategy.components == ("summarizer",)
 
@@ -444,3 +446,21 @@ def test_background_state_waits_for_pending_windows():
     state = s.to_state()  # flushes first
     assert state["llm_calls"] == 3 and len(state["windows"]) == 3
     s.close()
+
+
+def test_default_summariser_keeps_dated_facts_compactly():
+    s = SWinStrategy(window=2, overlap=0)
+    stamp = "1:56 pm on 8 May, 2023"
+    s.add(
+        Turn(
+            0,
+            (
+                Message("user", "I went to a pottery class yesterday with Ana.", timestamp=stamp),
+                Message("assistant", "Wow, that sounds fun!", timestamp=stamp),
+            ),
+        )
+    )
+    s.add(Turn(1, (Message("user", "Hi.", timestamp=stamp), Message("assistant", "Hello.", timestamp=stamp))))
+    texts = [i.text for i in s.items]
+    assert any("yesterday (7 May 2023)" in t and t.startswith("user (8 May 2023): ") for t in texts)
+    assert s.llm_calls == 0

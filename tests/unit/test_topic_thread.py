@@ -370,6 +370,7 @@ def test_every_parameter_is_declared_with_its_default_and_a_doc():
         "lexical_weight": tt.LEXICAL_WEIGHT,
         "centre": True,
         "fill": True,
+        "memory_role": "user",
     }
     assert all(p.doc for p in specs.values())
     assert TopicThreadStrategy.components == ("embedder", "summarizer")

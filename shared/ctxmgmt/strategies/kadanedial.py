@@ -11,7 +11,7 @@ import numpy as np
 from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_queries, normalise
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs
-from ctxmgmt.kadane import TAU, THETA, kadane_dial
+from ctxmgmt.kadane import TAU, THETA, kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import StrategyConfig, param
 from ctxmgmt.relevance import fused_relevance
@@ -185,7 +185,8 @@ class KadaneDialStrategy(Strategy):
     def query_vector(self, query: str) -> np.ndarray:
         """The dense query vector: ``query``'s embedding, averaged with :meth:`focused_query`'s."""
         focused = self.focused_query(query)
-        vectors = embed_queries(self.embedder, [query] if focused is None else [query, focused])
+        texts = [query] if focused is None else [query, focused]
+        vectors = embed_queries(self.embedder, texts, dim=self._embeddings.dim)
         return normalise(vectors.sum(axis=0))[0]
 
     def signal(self, relevance: np.ndarray) -> np.ndarray:
@@ -195,13 +196,7 @@ class KadaneDialStrategy(Strategy):
         passed through unclipped. The first and last turn count themselves as their missing
         neighbour.
         """
-        if self.sharpness == 1.0 and self.neighbour_weight == 0.0:
-            return relevance
-        shaped = np.maximum(relevance, 0.0) ** self.sharpness
-        if self.neighbour_weight and len(shaped) > 1:
-            padded = np.pad(shaped, 1, mode="edge")
-            shaped = shaped + self.neighbour_weight * (padded[:-2] + padded[2:]) / 2
-        return shaped
+        return shape_signal(relevance, sharpness=self.sharpness, neighbour_weight=self.neighbour_weight)
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """Spans of past turns relevant to ``query``, chronological, within ``budget`` tokens.
@@ -221,7 +216,7 @@ class KadaneDialStrategy(Strategy):
         chosen = set(result.selected) | recent
         dropped: list[int] = []
         if budget is not None:
-            dropped = _trim_to_budget(chosen, scores, recent, self._turn_tokens, budget)
+            dropped = trim_to_budget(chosen, scores, recent, self._turn_tokens, budget)
         span_of = {i: k for k, (s, e) in enumerate(result.spans) for i in range(s, e + 1)}
         for run in runs(sorted(chosen)):
             reasons = sorted({span_of[i] for i in run if i in span_of})
@@ -262,7 +257,7 @@ class KadaneDialStrategy(Strategy):
         self._matrix = None
 
 
-def _trim_to_budget(
+def trim_to_budget(
     chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
 ) -> list[int]:
     """Drop span-edge turns, lowest score first (protected turns last), until within budget."""

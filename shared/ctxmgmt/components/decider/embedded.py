@@ -149,6 +149,20 @@ ANAPHORA_CUES: tuple[str, ...] = (
     "you just",
 )
 """Phrases that point at the latest answer: the query continues the current topic."""
+REFERENCE_CUES: tuple[str, ...] = (
+    "your",
+    "again",
+    "the same",
+    "above",
+    "rewrite",
+    "rephrase",
+    "reformulate",
+)
+"""Words that work on something already said ("your solution", "do the same task again"):
+a query of at most :data:`REFERENCE_QUERY_WORDS` words holding one is a follow-up."""
+REFERENCE_QUERY_WORDS = 25
+"""Longest query (in words) that a reference cue makes a follow-up (MT-Bench+ dev: follow-ups
+such as "What are the key disadvantages of your solution?" are short; new tasks are long)."""
 
 
 def has_cue(text: str, cues: Sequence[str]) -> str | None:
@@ -203,9 +217,10 @@ class EmbeddedDecider:
     3. a return cue ("back to", "as I said", ...) and another tree >= ``theta_topic`` that
        beats the active one: switch to the best such tree;
     4. another tree >= ``theta_switch`` beating the active tree by ``switch_margin``: switch;
-    5. a follow-up (a pointer at the latest answer such as "your previous response"; or a
-       short query: at most 4 words, or up to 8 opening with "and", "it", "what about", ...)
-       and no new-topic cue: continue;
+    5. a follow-up (a pointer at the latest answer such as "your previous response"; a
+       short query: at most 4 words, or up to 8 opening with "and", "it", "what about", ...;
+       or up to 25 words working on something said, "your", "again", "rewrite", ...) and no
+       new-topic cue: continue;
     6. the shift model's probability that the query starts a new topic is below
        ``theta_shift`` and the active tree scores >= ``theta_unrelated``: continue. The model
        (:data:`SHIFT_MODEL`, a logistic regression fitted on TIAGE train) reads the active
@@ -305,6 +320,8 @@ class EmbeddedDecider:
             return cue or f"short query ({len(words)} words)"
         if cue and len(words) <= 2 * SHORT_QUERY_WORDS:
             return cue
+        if len(words) <= REFERENCE_QUERY_WORDS:
+            return has_cue(query, REFERENCE_CUES)
         return None
 
     def decide_topic(self, query: str, topics: Sequence[TopicView]) -> TopicDecision:

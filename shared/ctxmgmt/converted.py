@@ -1,0 +1,214 @@
+"""A framework conversation in core form, converted and grouped once per message, kept per session.
+
+Adapters receive the whole history on every call (a LangGraph state, a chat store's list, a
+``Memory`` block's flushed messages). :class:`ConvertedHistory` keeps the caller's message
+objects of the previous call with their :class:`~ctxmgmt.types.Message` form and their turns, and
+on the next call converts and regroups only what changed: the work per call no longer grows
+with the history's length beyond one identity check per message.
+
+Consistency: a message is reused when it is the *same object* with an *equal content
+snapshot* as before (``content_of``: the role and the text parts of its content, with the kind
+of each part, cheap to compare). Replacing a message (LangGraph's ``add_messages`` reducer,
+``RemoveMessage``, a chat store's ``set``), inserting or deleting one, or editing its text or
+parts, even in place (``message.content = ...``, ``message.blocks[0].text = "[redacted]"``), is
+seen and everything from the first difference on is converted again; the strategy's session
+then compares chain hashes (:meth:`ctxmgmt.sessions.Session.sync`) as before. A chat store that
+builds new message objects on every read simply converts every message on every call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ctxmgmt.context import Block, Context
+from ctxmgmt.types import Message, Turn
+
+T = TypeVar("T")
+
+
+def pick_originals(
+    context: Context,
+    system: Sequence[T],
+    turns: Sequence[Sequence[T]],
+    text_block: Callable[[Block], list[T]],
+) -> list[T]:
+    """The caller's own message objects for what ``context`` selected, in block order.
+
+    ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
+    (grouped as :func:`ctxmgmt.types.group_turns` groups their core form), so a turn always
+    comes back whole, as the caller's objects (ids and metadata included). Text blocks
+    (summaries, entities) become what ``text_block`` makes.
+    """
+    out: list[T] = []
+    for block in context.blocks:
+        if block.kind == "system":
+            out.extend(system)
+        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
+            out.extend(o for t in block.turns for o in turns[t])
+        elif block.text:
+            out.extend(text_block(block))
+    return out
+
+
+class ConvertedHistory(Generic[T]):
+    """One conversation's messages (the caller's objects), their core form and their turns.
+
+    Args:
+        convert: Framework message -> :class:`~ctxmgmt.types.Message` (raises
+            ``InvalidMessageError`` for an unusable message).
+        content_of: A cheap, comparable snapshot of what conversion reads from a message (its
+            role and text parts); a message is converted again when it differs from the last call.
+
+    Attributes:
+        originals: The caller's messages of the last :meth:`update`, in order.
+        messages: Their core form (``messages[i]`` is ``originals[i]`` converted).
+        system: Core form of the system messages; ``system_originals`` the caller's.
+        turns: The non-system messages grouped into turns (``Turn`` objects reused from call
+            to call, so their text and fingerprint are computed once).
+        turn_originals: ``turn_originals[i]`` are the caller's messages of ``turns[i]``.
+    """
+
+    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any]) -> None:
+        self._convert = convert
+        self._content_of = content_of
+        self.lock = threading.RLock()
+        self.originals: list[T] = []
+        self._contents: list[Any] = []
+        self.messages: list[Message] = []
+        self.system: list[Message] = []
+        self.system_originals: list[T] = []
+        self._system_at: list[int] = []
+        self.turns: list[Turn] = []
+        self.turn_originals: list[list[T]] = []
+        self._turn_at: list[int] = []  # position in ``originals`` of each turn's first message
+
+    def update(self, originals: Sequence[T]) -> ConvertedHistory[T]:
+        """Bring the view in line with ``originals`` (converting only what changed); returns self.
+
+        Raises:
+            InvalidMessageError: a new or changed message cannot be converted (the view is then
+                left as it was before the call).
+        """
+        with self.lock:
+            keep = self._common_prefix(originals)
+            if keep == len(originals) == len(self.originals):
+                return self
+            fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
+            self._truncate(keep)
+            for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):
+                self._append(keep + offset, original, message)
+            return self
+
+    def grouped(self) -> tuple[list[Message], list[Turn]]:
+        """(system messages, turns) for :func:`ctxmgmt.session.build_context`'s ``grouped``."""
+        return self.system, self.turns
+
+    def select_originals(self, context: Context, text_block: Callable[[Block], list[T]]) -> list[T]:
+        """The caller's messages for what ``context`` selected (:func:`pick_originals`)."""
+        return pick_originals(context, self.system_originals, self.turn_originals, text_block)
+
+    def clear(self) -> None:
+        """Forget every message."""
+        with self.lock:
+            self._truncate(0)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _common_prefix(self, originals: Sequence[T]) -> int:
+        old, contents, content_of = self.originals, self._contents, self._content_of
+        n = min(len(old), len(originals))
+        for i in range(n):
+            new = originals[i]
+            if new is not old[i] or content_of(new) != contents[i]:
+                return i
+        return n
+
+    def _truncate(self, keep: int) -> None:
+        """Drop every message from position ``keep`` on.
+
+        The turn that the last kept message belongs to may lose messages, so it is grouped
+        again from its first message; every earlier turn is kept as it is.
+        """
+        t = max(bisect.bisect_left(self._turn_at, keep) - 1, 0)
+        regroup_from = min(self._turn_at[t], keep) if t < len(self._turn_at) else keep
+        del self.turns[t:], self.turn_originals[t:], self._turn_at[t:]
+        s = bisect.bisect_left(self._system_at, regroup_from)
+        del self.system[s:], self.system_originals[s:], self._system_at[s:]
+        pending = list(zip(self.originals[regroup_from:keep], self.messages[regroup_from:keep], strict=True))
+        del self.originals[regroup_from:], self._contents[regroup_from:], self.messages[regroup_from:]
+        for offset, (original, message) in enumerate(pending):
+            self._append(regroup_from + offset, original, message)
+
+    def _append(self, position: int, original: T, message: Message) -> None:
+        assert position == len(self.originals)
+        self.originals.append(original)
+        self._contents.append(self._content_of(original))
+        self.messages.append(message)
+        if message.role == "system":
+            self.system.append(message)
+            self.system_originals.append(original)
+            self._system_at.append(position)
+            return
+        if message.role == "user" or not self.turns:
+            self.turns.append(Turn(len(self.turns), (message,)))
+            self.turn_originals.append([original])
+            self._turn_at.append(position)
+            return
+        last = self.turns[-1]
+        self.turns[-1] = Turn(last.index, (*last.messages, message))
+        self.turn_originals[-1].append(original)
+
+
+class HistoryViews(Generic[T]):
+    """One :class:`ConvertedHistory` per live session, dropped with the session (weak keys).
+
+    Args:
+        convert: Framework message -> core :class:`~ctxmgmt.types.Message`.
+        content_of: See :class:`ConvertedHistory`.
+    """
+
+    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any]) -> None:
+        self._convert = convert
+        self._content_of = content_of
+        self._views: weakref.WeakKeyDictionary[Any, ConvertedHistory[T]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def of(self, session: Any) -> ConvertedHistory[T]:
+        """The view kept for ``session`` (created empty on first use)."""
+        with self._lock:
+            view = self._views.get(session)
+            if view is None:
+                view = self._views[session] = ConvertedHistory(self._convert, self._content_of)
+            return view
+
+
+Progress = Callable[[int, int], None]
+"""``progress(turns_done, turns_total)``: called while a long history is derived (cold start)."""
+
+CATCH_UP_BATCH = 256
+"""Turns derived per step when a session catches up with a long history (one embedding batch each)."""
+
+
+def sync_in_batches(
+    session: Any, past: Sequence[Turn], progress: Progress | None = None, *, batch: int = CATCH_UP_BATCH
+) -> None:
+    """:meth:`ctxmgmt.sessions.Session.sync` to ``past``, ``batch`` turns at a time, reporting progress.
+
+    A conversation loaded from a chat store or a checkpointer reaches a fresh session whole: its
+    turns are derived (embedded in one batch per step) ``batch`` at a time and ``progress`` is
+    called after each step with ``(turns done, turns total)``. A session backed by a
+    :class:`~ctxmgmt.store.base.StateStore` syncs in one step (its stored state must be compared
+    with the whole history, not with a prefix); ``progress`` is then called once at the end.
+    """
+    have = len(session.chains)
+    if session.store is None and len(past) - have > batch:
+        for end in range(have + batch, len(past), batch):
+            session.sync(past[:end])
+            if progress is not None:
+                progress(end, len(past))
+    session.sync(past)
+    if progress is not None and len(past) > have:
+        progress(len(past), len(past))

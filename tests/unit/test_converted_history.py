@@ -1,0 +1,122 @@
+"""ConvertedHistory: each framework message converted once, the same turns as a full regrouping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ctxmgmt import InvalidMessageError, KadaneDialStrategy
+from ctxmgmt.converted import ConvertedHistory, HistoryViews, sync_in_batches
+from ctxmgmt.session import split_current
+from ctxmgmt.sessions import Session, chain_hashes
+from ctxmgmt.types import Message, group_turns, split_system
+
+
+@dataclass(eq=False)
+class FrameworkMessage:
+    """A mutable framework-style message (as LangChain's and LlamaIndex's are)."""
+
+    role: str
+    content: Any
+    conversions: list[int] = field(default_factory=lambda: [0])
+
+
+def convert(message: FrameworkMessage) -> Message:
+    message.conversions[0] += 1
+    if not message.content:
+        raise InvalidMessageError("empty")
+    return Message(message.role, message.content)
+
+
+def expected(messages: list[FrameworkMessage]) -> tuple[list[Message], list[tuple[str, ...]]]:
+    core = [Message(m.role, m.content) for m in messages]
+    system, rest = split_system(core)
+    return system, [tuple(x.text for x in t.messages) for t in group_turns(rest)]
+
+
+def check(view: ConvertedHistory[FrameworkMessage], messages: list[FrameworkMessage]) -> None:
+    view.update(messages)
+    system, turns = expected(messages)
+    assert view.system == system
+    assert [tuple(x.text for x in t.messages) for t in view.turns] == turns
+    assert [t.index for t in view.turns] == list(range(len(turns)))
+    assert [[o.content for o in os] for os in view.turn_originals] == [list(t) for t in turns]
+    assert [o.content for o in view.system_originals] == [m.text for m in system]
+
+
+def chat(n: int) -> list[FrameworkMessage]:
+    out = [FrameworkMessage("system", "be brief")]
+    for i in range(n):
+        out += [FrameworkMessage("user", f"question {i}"), FrameworkMessage("assistant", f"answer {i}")]
+    return out
+
+
+def test_growing_history_converts_each_message_once_and_reuses_turn_objects() -> None:
+    view = ConvertedHistory(convert, lambda m: m.content)
+    messages = chat(5)
+    check(view, messages)
+    first_turns = list(view.turns)
+    for i in range(5, 8):
+        messages += [FrameworkMessage("user", f"question {i}")]
+        check(view, messages)
+        messages += [FrameworkMessage("assistant", f"answer {i}")]
+        check(view, messages)
+    assert all(m.conversions[0] == 1 for m in messages)
+    assert all(a is b for a, b in zip(first_turns[:-1], view.turns, strict=False))  # not regrouped
+
+
+def test_replaced_deleted_inserted_and_reassigned_messages_are_seen() -> None:
+    view = ConvertedHistory(convert, lambda m: m.content)
+    messages = chat(6)
+    check(view, messages)
+    messages[5] = FrameworkMessage("user", "a replaced question")  # LangGraph: same id, new object
+    check(view, messages)
+    del messages[3:5]  # RemoveMessage
+    check(view, messages)
+    messages.insert(1, FrameworkMessage("system", "a second system message"))
+    check(view, messages)
+    messages[2].content = "edited in place by assignment"
+    check(view, messages)
+    check(view, messages[:4])  # truncated in the middle of a turn
+    check(view, [])
+
+
+def test_a_bad_message_raises_and_leaves_the_view_unchanged() -> None:
+    view = ConvertedHistory(convert, lambda m: m.content)
+    messages = chat(3)
+    check(view, messages)
+    before = list(view.turns)
+    with pytest.raises(InvalidMessageError):
+        view.update([*messages, FrameworkMessage("user", "")])
+    assert view.turns == before
+    check(view, messages)
+
+
+def test_sync_in_batches_reports_progress_and_builds_the_same_state(hashing_embedder: Any) -> None:
+    turns = [t for t in ConvertedHistory(convert, lambda m: m.content).update(chat(40)).turns]
+    past, _ = split_current(turns)
+    seen: list[tuple[int, int]] = []
+    batched = Session("k", KadaneDialStrategy(embedder=hashing_embedder))
+    sync_in_batches(batched, past, lambda done, total: seen.append((done, total)), batch=16)
+    assert seen == [(16, 40), (32, 40), (40, 40)]
+    whole = Session("k", KadaneDialStrategy(embedder=hashing_embedder))
+    whole.sync(past)
+    assert batched.chains == whole.chains == chain_hashes(past)
+    assert batched.strategy.to_state() == whole.strategy.to_state()
+
+
+def test_views_are_dropped_with_their_session() -> None:
+    import gc
+
+    class Owner:
+        pass
+
+    views: HistoryViews[FrameworkMessage] = HistoryViews(convert, lambda m: m.content)
+    owner = Owner()
+    view = views.of(owner)
+    assert views.of(owner) is view
+    del owner
+    gc.collect()
+    assert len(views._views) == 0

@@ -38,26 +38,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import hashlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scaling import conversation  # noqa: E402  (the script next to this one)
+from persistence import HashEmbedder  # noqa: E402  (the scripts next to this one)
+from scaling import conversation  # noqa: E402
 
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
-from ctxmgmt.components.embedder import normalise  # noqa: E402
 from ctxmgmt.data import load_demo  # noqa: E402
 from ctxmgmt.types import Turn  # noqa: E402
 
@@ -97,19 +93,6 @@ CLASSES: dict[str, dict[str, str]] = {
 
 BLOCK_MEMORY_TOKENS = 2000
 """``Memory.token_limit`` of the block surface: small, so turns flow into the block as the chat goes on."""
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words embedder (384-d, like MiniLM; no model): code paths, not speed."""
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 384), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z0-9]+", text.lower()):
-                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
-                out[row, h % 384] += 1.0 if (h >> 40) & 1 else -1.0
-            out[row, 0] += 0.01
-        return normalise(out)
 
 
 def make_embedder(kind: str) -> Any:
@@ -165,7 +148,8 @@ class Driver:
         raise NotImplementedError
 
     def strategy(self) -> Any:
-        raise NotImplementedError
+        """The strategy serving the conversation (for its counters)."""
+        return self.adapter.strategy
 
 
 def _lc_messages(turn: Turn) -> list[Any]:
@@ -207,9 +191,6 @@ class LangChainMiddleware(Driver):
         )
         return self.adapter.wrap_model_call(request, lambda r: r.messages)
 
-    def strategy(self) -> Any:
-        return self.adapter.strategy
-
 
 class LangChainClassic(Driver):
     surface = "langchain_classic"
@@ -231,9 +212,6 @@ class LangChainClassic(Driver):
     def call(self, question: str) -> Any:
         return self.adapter.load_memory_variables({"input": question})
 
-    def strategy(self) -> Any:
-        return self.adapter.strategy
-
 
 class LlamaIndexGet(Driver):
     surface = "llamaindex_get"
@@ -254,11 +232,8 @@ class LlamaIndexGet(Driver):
     def call(self, question: str) -> Any:
         return self.adapter.get(input=question)
 
-    def strategy(self) -> Any:
-        return self.adapter.strategy
 
-
-class LlamaIndexBlock(Driver):
+class LlamaIndexBlock(LlamaIndexGet):
     surface = "llamaindex_block"
 
     def load(self, turns: Sequence[Turn]) -> None:
@@ -277,13 +252,6 @@ class LlamaIndexBlock(Driver):
                 m.additional_kwargs["session_id"] = "bench"
                 flushed.append(m)
         asyncio.run(self.block.aput(flushed))
-
-    def add(self, turn: Turn) -> float | None:
-        self.adapter.put_messages(_li_messages(turn))
-        return None
-
-    def call(self, question: str) -> Any:
-        return self.adapter.get(input=question)
 
     def strategy(self) -> Any:
         return self.block._sessions().get("bench").strategy

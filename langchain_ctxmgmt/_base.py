@@ -30,10 +30,10 @@ from langchain_core.messages import (
 )
 from pydantic import Field, PrivateAttr
 
-from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, adapter, build_context
+from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, adapter
 from ctxmgmt.budget import check_budget
 from ctxmgmt.converted import HistoryViews, Progress, sync_in_batches
-from ctxmgmt.session import split_current
+from ctxmgmt.session import split_current, view_context
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, Session, SessionPool
 from langchain_ctxmgmt._convert import (
     content_text,
@@ -79,14 +79,7 @@ def _select(
     view = views.of(session)
     with session.lock, view.lock:
         view.update(originals)
-        context = build_context(
-            session.strategy,
-            view.messages,
-            query=query,
-            budget=budget,
-            sync=lambda past: sync_in_batches(session, past, progress),
-            grouped=view.grouped(),
-        )
+        context = view_context(session, view, query=query, budget=budget, progress=progress)
         return view.select_originals(context, text_block or _memory_messages), context
 
 

@@ -50,7 +50,7 @@ from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import HistoryViews, sync_in_batches
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
-from ctxmgmt.session import build_context, split_current
+from ctxmgmt.session import split_current, view_context
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, MessageLog, Session, SessionPool
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, group_turns, split_system
@@ -433,14 +433,7 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
             if room == 0:
                 return self._turn_in_progress(converted, originals)
             try:
-                context = build_context(
-                    session.strategy,
-                    converted,
-                    query=query,
-                    budget=room,
-                    sync=lambda past: sync_in_batches(session, past, self.progress),
-                    grouped=view.grouped(),
-                )
+                context = view_context(session, view, query=query, budget=room, progress=self.progress)
             except BudgetExceededError:
                 if initial_token_count == 0:
                     raise  # token_limit alone cannot hold the system messages and the question

@@ -1625,6 +1625,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--data", help=f"LoCoMo-format file (default {DEFAULT_DATA})")
     parser.add_argument("--workdir", help="where SQLite files go (default: a temporary directory, removed)")
+    parser.add_argument(
+        "--no-today",
+        action="store_true",
+        help="part a without its 'today' column (the first select re-deriving everything, no store)",
+    )
     for name, value in DEFAULTS.items():
         parser.add_argument(
             f"--{name.replace('_', '-')}", type=int, help=f"default {value:,} ({QUICK[name]:,} with --quick)"
@@ -1664,6 +1669,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         embedder=args.embedder,
                         workdir=workdir,
                         adds=sizes["restart_adds"],
+                        today=not args.no_today,
                     ),
                 ),
                 "b": ("threads", lambda: part_threads(turns=sizes["thread_turns"], embedder=args.embedder)),

@@ -429,7 +429,7 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         view = self._views.of(session)
         with session.lock, view.lock:
             past, _ = split_current(view.update(history).turns)
-            sync_in_batches(session, past, self.progress)
+            sync_in_batches(session, past, self.progress, chains=view.chains(len(past)))
 
     # -- BaseMemory ------------------------------------------------------------------------
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:

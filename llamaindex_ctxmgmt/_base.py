@@ -808,7 +808,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         view = self._views.of(session)
         with session.lock, view.lock:
             view.update(list(history))  # converts only the messages flushed since the last call
-            sync_in_batches(session, view.turns, self.progress)
+            sync_in_batches(session, view.turns, self.progress, chains=view.chains(len(view.turns)))
             context = session.strategy.select(query, budget=budget)
             self._last_context = context
             return context, view.select_originals(context, memory_messages)

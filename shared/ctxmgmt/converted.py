@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ctxmgmt.context import Block, Context
-from ctxmgmt.types import Message, Turn
+from ctxmgmt.types import Message, Turn, chain_hashes
 
 T = TypeVar("T")
 
@@ -85,6 +85,7 @@ class ConvertedHistory(Generic[T]):
         self.turns: list[Turn] = []
         self.turn_originals: list[list[T]] = []
         self._turn_at: list[int] = []  # position in ``originals`` of each turn's first message
+        self._chains: list[str] = []  # chain hashes of the first turns (see :meth:`chains`)
 
     def update(self, originals: Sequence[T]) -> ConvertedHistory[T]:
         """Bring the view in line with ``originals`` (converting only what changed); returns self.
@@ -106,6 +107,18 @@ class ConvertedHistory(Generic[T]):
     def grouped(self) -> tuple[list[Message], list[Turn]]:
         """(system messages, turns) for :func:`ctxmgmt.session.build_context`'s ``grouped``."""
         return self.system, self.turns
+
+    def chains(self, count: int) -> list[str]:
+        """Chain hashes of the first ``count`` turns (:func:`~ctxmgmt.types.chain_hashes`).
+
+        Kept from call to call and dropped from the first turn that changes, so a call hashes
+        only the turns that are new since the last one.
+        """
+        with self.lock:
+            have = len(self._chains)
+            if have < count:
+                self._chains.extend(chain_hashes(self.turns[have:count], self._chains[-1] if have else ""))
+            return self._chains[:count]
 
     def select_originals(self, context: Context, text_block: Callable[[Block], list[T]]) -> list[T]:
         """The caller's messages for what ``context`` selected (:func:`pick_originals`)."""
@@ -134,7 +147,7 @@ class ConvertedHistory(Generic[T]):
         """
         t = max(bisect.bisect_left(self._turn_at, keep) - 1, 0)
         regroup_from = min(self._turn_at[t], keep) if t < len(self._turn_at) else keep
-        del self.turns[t:], self.turn_originals[t:], self._turn_at[t:]
+        del self.turns[t:], self.turn_originals[t:], self._turn_at[t:], self._chains[t:]
         s = bisect.bisect_left(self._system_at, regroup_from)
         del self.system[s:], self.system_originals[s:], self._system_at[s:]
         pending = list(zip(self.originals[regroup_from:keep], self.messages[regroup_from:keep], strict=True))
@@ -159,6 +172,7 @@ class ConvertedHistory(Generic[T]):
             return
         last = self.turns[-1]
         self.turns[-1] = Turn(last.index, (*last.messages, message))
+        del self._chains[last.index :]
         self.turn_originals[-1].append(original)
 
 
@@ -193,7 +207,12 @@ CATCH_UP_BATCH = 256
 
 
 def sync_in_batches(
-    session: Any, past: Sequence[Turn], progress: Progress | None = None, *, batch: int = CATCH_UP_BATCH
+    session: Any,
+    past: Sequence[Turn],
+    progress: Progress | None = None,
+    *,
+    batch: int = CATCH_UP_BATCH,
+    chains: Sequence[str] | None = None,
 ) -> None:
     """:meth:`ctxmgmt.sessions.Session.sync` to ``past``, ``batch`` turns at a time, reporting progress.
 
@@ -202,13 +221,14 @@ def sync_in_batches(
     called after each step with ``(turns done, turns total)``. A session backed by a
     :class:`~ctxmgmt.store.base.StateStore` syncs in one step (its stored state must be compared
     with the whole history, not with a prefix); ``progress`` is then called once at the end.
+    ``chains`` are the chain hashes of ``past`` when the caller keeps them.
     """
     have = len(session.chains)
     if session.store is None and len(past) - have > batch:
         for end in range(have + batch, len(past), batch):
-            session.sync(past[:end])
+            session.sync(past[:end], None if chains is None else chains[:end])
             if progress is not None:
                 progress(end, len(past))
-    session.sync(past)
+    session.sync(past, chains)
     if progress is not None and len(past) > have:
         progress(len(past), len(past))

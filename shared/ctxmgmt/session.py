@@ -171,7 +171,7 @@ def view_context(
         view.messages,
         query=query,
         budget=budget,
-        sync=lambda past: sync_in_batches(session, past, progress),
+        sync=lambda past: sync_in_batches(session, past, progress, chains=view.chains(len(past))),
         grouped=view.grouped(),
     )
 

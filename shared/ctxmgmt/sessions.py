@@ -16,7 +16,6 @@ adds the new turns, writing each turn's changed records in one store transaction
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -34,7 +33,7 @@ from ctxmgmt.store.base import (
     TurnEntry,
 )
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import Turn
+from ctxmgmt.types import Turn, chain_hashes
 
 logger = logging.getLogger(__name__)
 
@@ -48,22 +47,24 @@ RETRIES = 5
 """Attempts at writing a turn when other writers keep winning the compare-and-set."""
 
 
-def chain_hashes(turns: Sequence[Turn]) -> list[str]:
-    """Running hashes: ``chain[i]`` covers the fingerprints of turns ``0..i`` (hex)."""
-    chains: list[str] = []
-    previous = b""
-    for turn in turns:
-        previous = hashlib.sha1(previous + turn.fingerprint.encode("ascii")).digest()
-        chains.append(previous.hex())
-    return chains
-
-
 def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many leading chain hashes ``a`` and ``b`` share.
+
+    A chain hash covers every turn up to its own, so two chains agree up to the first
+    difference and differ from there on: one comparison settles the usual case (nothing
+    changed) and a binary search finds where an edit begins.
+    """
     n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    if n == 0 or a[n - 1] == b[n - 1]:
+        return n
+    low, high = 0, n - 1  # a[high] != b[high]
+    while low < high:
+        middle = (low + high) // 2
+        if a[middle] == b[middle]:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 class Session:
@@ -86,13 +87,17 @@ class Session:
         self._loaded = store is None
 
     # -- the one entry point ------------------------------------------------------------------
-    def sync(self, past: Sequence[Turn]) -> None:
+    def sync(self, past: Sequence[Turn], chains: Sequence[str] | None = None) -> None:
         """Make the strategy hold exactly the completed turns ``past`` (and persist what changed).
 
+        ``chains`` are the chain hashes of ``past`` when the caller keeps them
+        (:meth:`ctxmgmt.converted.ConvertedHistory.chains`); by default they are computed.
         Never raises for store trouble: a failing or inconsistent store is reported as a
         warning and the state is rebuilt from ``past``.
         """
-        chains = chain_hashes(past)
+        chains = chain_hashes(past) if chains is None else list(chains)
+        if len(chains) != len(past):
+            raise ValueError(f"{len(chains)} chain hashes for {len(past)} turns")
         with self.lock:
             for _ in range(RETRIES):
                 try:
@@ -158,7 +163,7 @@ class Session:
         if stored is None:
             return
         self.version = stored.version
-        expected = json.loads(json.dumps(self.strategy.config.to_dict()))  # as stored: tuples become lists
+        expected = self.strategy.stored_config()
         same_kind = (
             stored.strategy == self.strategy.name
             and stored.config == expected
@@ -245,7 +250,7 @@ class Session:
             entries,
             expected_version=self.version,
             strategy=self.strategy.name,
-            config=self.strategy.config.to_dict(),
+            config=self.strategy.stored_config(),
         )
 
     def detach_history(self) -> None:

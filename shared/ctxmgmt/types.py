@@ -212,6 +212,20 @@ class Turn:
         return hashlib.sha1(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def chain_hashes(turns: Sequence[Turn], previous: str = "") -> list[str]:
+    """Running hashes: ``chain[i]`` covers the fingerprints of turns ``0..i`` (hex SHA-1).
+
+    ``previous`` is the chain hash of the turns before ``turns[0]`` ("" at the start), so a
+    caller that keeps the chain extends it with new turns only.
+    """
+    chains: list[str] = []
+    last = bytes.fromhex(previous)
+    for turn in turns:
+        last = hashlib.sha1(last + turn.fingerprint.encode("ascii")).digest()
+        chains.append(last.hex())
+    return chains
+
+
 def group_turns(messages: Iterable[Message]) -> list[Turn]:
     """Group messages into turns: a new turn starts at every user message.
 

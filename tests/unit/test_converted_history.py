@@ -120,3 +120,23 @@ def test_views_are_dropped_with_their_session() -> None:
     del owner
     gc.collect()
     assert len(views._views) == 0
+
+
+def test_kept_chain_hashes_equal_fresh_ones_after_appends_and_edits():
+    """The view's chain hashes are exactly those of its turns, whatever changed since the last call."""
+    history = [
+        Message("user" if i % 2 == 0 else "assistant", f"message {i} about {'cats' if i % 3 else 'fish'}")
+        for i in range(20)
+    ]
+    view = ConvertedHistory(lambda m: m, lambda m: (m.role, m.text))
+    for originals in (
+        history[:7],  # ends on a user message: the last turn grows next time
+        history[:8],
+        history[:20],
+        [*history[:4], Message("user", "[redacted]"), *history[5:20]],  # edited in place of turn 2
+        history[:11],  # deleted from turn 5 on
+        history[:14],
+    ):
+        view.update(originals)
+        for count in (len(view.turns), len(view.turns) - 1, 0):
+            assert view.chains(count) == chain_hashes(view.turns[:count])

@@ -171,6 +171,28 @@ def test_parameters_changed_since_storing_rebuild_with_a_warning(tmp_path, caplo
     assert session.strategy.to_state() == reference.to_state()
 
 
+def test_another_embedder_since_storing_rebuilds_instead_of_mixing_vectors(tmp_path, caplog):
+    """Vectors of one model are never restored for another (here: another dimension)."""
+
+    class Wider(HashingEmbedder):
+        name = "wider-hashing"
+
+        def embed(self, texts):
+            return np.hstack([super().embed(texts), np.zeros((len(texts), 8), dtype=np.float32)])
+
+    path = tmp_path / "s.db"
+    turns = conversation(12)
+    stored = SessionPool(lambda: KadaneDialStrategy(embedder=HashingEmbedder()), store=SQLiteStore(path))
+    stored.get("a").sync(turns)
+    wider = Wider()
+    with caplog.at_level(logging.WARNING):
+        session = SessionPool(lambda: KadaneDialStrategy(embedder=wider), store=SQLiteStore(path)).get("a")
+        session.sync(turns)
+    assert "rebuilding" in caplog.text
+    assert session.strategy.matrix.shape[1] == wider.embed(["x"]).shape[1]
+    assert session.strategy.select("what does my cat like?").blocks  # no dimension error
+
+
 def test_corrupt_record_rebuilds_instead_of_failing(tmp_path, caplog):
     path = tmp_path / "s.db"
     emb = HashingEmbedder()
@@ -364,3 +386,17 @@ def test_message_log_appends_in_order(tmp_path):
         "hello",
         "again",
     ]
+
+
+def test_common_prefix_of_chains_finds_every_first_difference():
+    from ctxmgmt.sessions import _common_prefix
+
+    turns = conversation(17)
+    base = chain_hashes(turns)
+    for edited_at in range(len(turns)):
+        edited = list(turns)
+        edited[edited_at] = Turn(edited_at, (Message("user", "[redacted]"),))
+        other = chain_hashes(edited)
+        assert _common_prefix(base, other) == edited_at
+        assert _common_prefix(base[: edited_at + 3], other) == edited_at
+    assert _common_prefix(base, base[:5]) == 5 and _common_prefix([], base) == 0

@@ -86,6 +86,7 @@ def test_generic_state_round_trip_recomputes_by_default():
         "config": {},
         "turns": [[m.to_dict() for m in t.messages] for t in s.turns],
         "llm_calls": 0,
+        "turn_tokens": [s._turn_tokens],
     }
     restored = Counting(token_counter=words)
     restored.add(turn(9))
@@ -117,3 +118,32 @@ def test_clear_turns_keeps_derived_state():
     assert len(s) == 0 and s.total_tokens == 0 and s.words == before
     s.reset()
     assert s.words == 0
+
+
+def test_restore_takes_the_stored_token_counts_and_counts_when_they_are_missing():
+    from ctxmgmt import SWinStrategy  # a strategy that restores its own state (no re-adding)
+
+    s = SWinStrategy(token_counter=words)
+    s.add_many([turn(i) for i in range(8)])
+    derived = s.derived_state()
+    assert derived["turn_tokens"] == [[s.tokens_of([i]) for i in range(8)]]
+
+    class Refusing:
+        def count(self, text: str) -> int:
+            raise AssertionError("restore counted a turn whose count was stored")
+
+    restored = SWinStrategy(token_counter=Refusing())
+    restored.restore(s.turns, derived)
+    assert restored.total_tokens == s.total_tokens
+
+    older = SWinStrategy(token_counter=words)  # a state stored before counts were kept
+    older.restore(s.turns, {k: v for k, v in derived.items() if k != "turn_tokens"})
+    assert older.total_tokens == s.total_tokens
+
+
+def test_stored_config_names_the_components_whose_output_a_state_keeps():
+    s = Counting(token_counter=words)
+    stored = s.stored_config()
+    assert list(stored["built_with"]) == ["token_counter"]  # no embedder: nothing else kept as is
+    assert isinstance(stored["built_with"]["token_counter"], str)
+    assert json.loads(json.dumps(stored)) == stored

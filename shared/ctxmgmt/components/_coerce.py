@@ -41,3 +41,15 @@ def as_component(
         if callable(obj):
             return wrap(obj)
     raise ConfigurationError(f"{what}; got {type(obj).__name__}")
+
+
+def component_name(component: Any) -> str:
+    """How errors and stored states name a component.
+
+    Its ``name`` attribute, else a tokenizer's ``encoding_name``, else its class name.
+    """
+    for attribute in ("name", "encoding_name"):
+        value = getattr(component, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(component).__name__

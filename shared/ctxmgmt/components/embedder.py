@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ctxmgmt.components._coerce import component_name
 from ctxmgmt.exceptions import ComponentError, ConfigurationError, CtxMgmtError
 
 logger = logging.getLogger(__name__)
@@ -41,8 +42,16 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
 
 def embedder_name(embedder: Any) -> str:
     """How errors name ``embedder``: its ``name`` attribute if it has one, else its class name."""
-    name = getattr(embedder, "name", None)
-    return name if isinstance(name, str) and name else type(embedder).__name__
+    return component_name(embedder)
+
+
+def _framework_name(obj: Any) -> str:
+    """A framework embedding object's class name and the model it names (``model_name``/``model``).
+
+    Stored states record it, so vectors of one model are never restored for another.
+    """
+    model = getattr(obj, "model_name", None) or getattr(obj, "model", None)
+    return f"{type(obj).__name__}:{model}" if isinstance(model, str) and model else type(obj).__name__
 
 
 def checked_vectors(vectors: Any, count: int, *, embedder: Any, dim: int | None = None) -> np.ndarray:
@@ -385,10 +394,10 @@ def as_embedder(obj: Any) -> Embedder:
     if isinstance(obj, Embedder):
         return obj
     if hasattr(obj, "embed_documents") and hasattr(obj, "embed_query"):
-        return CallableEmbedder(obj.embed_documents, obj.embed_query, name=type(obj).__name__)
+        return CallableEmbedder(obj.embed_documents, obj.embed_query, name=_framework_name(obj))
     if hasattr(obj, "get_text_embedding_batch") and hasattr(obj, "get_query_embedding"):
         return CallableEmbedder(
-            obj.get_text_embedding_batch, obj.get_query_embedding, name=type(obj).__name__
+            obj.get_text_embedding_batch, obj.get_query_embedding, name=_framework_name(obj)
         )
     if callable(obj):
         return CallableEmbedder(obj)

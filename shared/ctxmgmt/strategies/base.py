@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ctxmgmt.budget import message_tokens, turn_tokens
+from ctxmgmt.components._coerce import component_name
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
 from ctxmgmt.context import Block, BlockKind, Context
 from ctxmgmt.exceptions import ConfigurationError
@@ -16,6 +18,9 @@ from ctxmgmt.records import jsonable
 from ctxmgmt.types import Message, Turn
 
 _S = TypeVar("_S", bound="Strategy")
+
+TOKEN_CHUNK = 64
+"""Turn token counts per record of the derived state (kept so a restore counts nothing)."""
 
 
 class Strategy(ABC):
@@ -172,6 +177,22 @@ class Strategy(ABC):
             **jsonable(self.derived_state()),
         }
 
+    def stored_config(self) -> dict[str, Any]:
+        """What a stored state must have been built with to be restored here (JSON data).
+
+        The parameters (:attr:`config`), plus under ``"built_with"`` the names of the
+        components whose output a state keeps as is: the embedder (vectors) and the token
+        counter (per-turn counts). A session whose stored state was built otherwise rebuilds
+        it, with a warning, instead of mixing it with new output.
+        """
+        built_with = {"token_counter": component_name(self.token_counter.counter)}
+        embedder = getattr(self, "embedder", None)
+        if embedder is not None:
+            built_with["embedder"] = component_name(embedder)
+        stored: dict[str, Any] = json.loads(json.dumps(self.config.to_dict()))  # tuples become lists
+        stored["built_with"] = built_with
+        return stored
+
     def derived_state(self) -> dict[str, Any]:
         """What the strategy derived from its turns (:meth:`_state` plus ``llm_calls``).
 
@@ -180,7 +201,13 @@ class Strategy(ABC):
         into lists and dicts). Stores write it as records (:func:`ctxmgmt.records.flatten`);
         :meth:`restore` reads it back.
         """
-        return {"llm_calls": self._llm_calls, **self._state()}
+        counts = self._turn_tokens
+        return {
+            "llm_calls": self._llm_calls,
+            # token counts of the turns, in chunks (a store writes only the newest chunk per turn)
+            "turn_tokens": [counts[i : i + TOKEN_CHUNK] for i in range(0, len(counts), TOKEN_CHUNK)],
+            **self._state(),
+        }
 
     def restore(self, turns: Sequence[Turn], derived: dict[str, Any]) -> None:
         """Replace every turn by ``turns`` and the derived state by ``derived``, computing nothing.
@@ -190,7 +217,11 @@ class Strategy(ABC):
         self.reset()
         turns = [Turn(i, t.messages) for i, t in enumerate(turns)]
         self._turns.extend(turns)
-        self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
+        counts = [int(n) for chunk in derived.get("turn_tokens") or () for n in chunk]
+        if len(counts) == len(turns):  # counted when they were added
+            self._turn_tokens.extend(counts)
+        else:  # a state from before counts were kept
+            self._turn_tokens.extend(turn_tokens(self.token_counter, t) for t in turns)
         self._llm_calls = int(derived.get("llm_calls", 0))
         self._load(derived)
 

@@ -137,9 +137,12 @@ def _room(initial_token_count: Any, token_limit: int) -> int:
 def _content_of(message: ChatMessage) -> Any:
     """What conversion reads from ``message``, as a comparable snapshot (role, text, part kinds)."""
     blocks = message.blocks
-    if not isinstance(blocks, list):
+    if type(blocks) is not list:
         return repr(blocks)
-    return (message.role, tuple((type(b).__name__, getattr(b, "text", None)) for b in blocks))
+    if len(blocks) == 1:  # the usual message: no inner tuple to build (this runs per message per call)
+        block = blocks[0]
+        return (message.role, type(block), getattr(block, "text", None))
+    return (message.role, *[(type(b), getattr(b, "text", None)) for b in blocks])
 
 
 def _new_views() -> HistoryViews[ChatMessage]:

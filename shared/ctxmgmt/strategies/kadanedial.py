@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from ctxmgmt.kadane import TAU, THETA, kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import StrategyConfig, param
 from ctxmgmt.relevance import fused_relevance
+from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
@@ -136,7 +138,7 @@ class KadaneDialStrategy(Strategy):
         self.embedder = as_embedder(embedder)
         self._embeddings = EmbeddingCache(self.embedder)  # kept by reset(): content-keyed
         self._vectors: list[np.ndarray] = []
-        self._matrix: np.ndarray | None = None
+        self._rows = RowStack()  # the vectors stacked, for scoring
         self._lexical = BM25Index()
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
 
@@ -147,22 +149,21 @@ class KadaneDialStrategy(Strategy):
 
     def _on_add(self, turns: list[Turn]) -> None:
         texts = [t.text for t in turns]
-        self._vectors.extend(self._embeddings.embed(texts, [t.fingerprint for t in turns]))
-        self._matrix = None
+        vectors = self._embeddings.embed(texts, [t.fingerprint for t in turns])
+        self._vectors.extend(vectors)
+        self._rows.extend(vectors)
         for text in texts:
             self._lexical.add(text)
 
     def _on_reset(self) -> None:
         self._vectors.clear()
-        self._matrix = None
+        self._rows.clear()
         self._lexical = BM25Index()
 
     @property
     def matrix(self) -> np.ndarray:
         """Turn embeddings stacked, shape (turns, dim)."""
-        if self._matrix is None or len(self._matrix) != len(self._vectors):
-            self._matrix = np.vstack(self._vectors) if self._vectors else np.zeros((0, 0))
-        return self._matrix
+        return self._rows.matrix()
 
     # -- selection ----------------------------------------------------------------------
     def relevance(self, query: str) -> np.ndarray:
@@ -254,23 +255,53 @@ class KadaneDialStrategy(Strategy):
             self._embeddings.put(turn.fingerprint, vector)
             self._lexical.add(turn.text)
         self._vectors = vectors
-        self._matrix = None
+        self._rows.clear()
+        self._rows.extend(vectors)
 
 
 def trim_to_budget(
     chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
 ) -> list[int]:
-    """Drop span-edge turns, lowest score first (protected turns last), until within budget."""
+    """Drop span-edge turns, lowest score first (protected turns last), until within budget.
+
+    An edge is a chosen turn with a neighbour not chosen; ties go to the earlier turn. When only
+    protected edges are left, the earliest chosen turn goes. ``chosen`` is updated in place;
+    returns the dropped turns in drop order. A heap of the unprotected edges keeps this
+    O(k log k) for k chosen turns (a selection over 10,000 turns can drop thousands).
+    """
     dropped: list[int] = []
     total = sum(tokens[i] for i in chosen)
+    if total <= budget:
+        return dropped
+    heap: list[tuple[float, int]] = []
+    queued: set[int] = set()
+
+    def queue_if_edge(i: int) -> None:
+        edge = i - 1 not in chosen or i + 1 not in chosen
+        if edge and i in chosen and i not in protected and i not in queued:
+            queued.add(i)
+            heapq.heappush(heap, (float(scores[i]), i))
+
+    for i in chosen:
+        queue_if_edge(i)
+    in_order: list[int] | None = None  # chosen turns by position, for the protected-only case
+    first = 0
     while chosen and total > budget:
-        edges = [i for i in chosen if i - 1 not in chosen or i + 1 not in chosen]
-        unprotected = [i for i in edges if i not in protected]
-        pool = unprotected or sorted(chosen)[:1]
-        victim = min(pool, key=lambda i: (scores[i], i))
+        while heap and heap[0][1] not in chosen:
+            heapq.heappop(heap)
+        if heap:
+            victim = heapq.heappop(heap)[1]
+        else:
+            if in_order is None:
+                in_order = sorted(chosen)
+            while in_order[first] not in chosen:
+                first += 1
+            victim = in_order[first]
         chosen.discard(victim)
         total -= tokens[victim]
         dropped.append(victim)
+        queue_if_edge(victim - 1)  # a turn stays an edge once it is one: each is queued once
+        queue_if_edge(victim + 1)
     return dropped
 
 

@@ -46,6 +46,13 @@ DEDUP_THRESHOLD = 0.6
 """Word-set Jaccard similarity at which a new item duplicates a stored one."""
 FORGOTTEN_ENTRIES = 200
 """Forgotten items kept for explanations (the newest; persisted numbered, see :class:`CappedLog`)."""
+
+EXPLAINED_WINDOWS = 24
+"""Newest windows (and forgotten items) a select's ``details`` and explanation cover.
+
+:meth:`SWinStrategy.explain` and the ``windows`` / ``forgotten`` properties cover all of them;
+a select stays flat in cost however many windows pile up.
+"""
 HEADER = "Summary of the earlier conversation:"
 """First line of the summary block."""
 QUERY_WEIGHT = 0.5
@@ -458,7 +465,7 @@ class SWinStrategy(Strategy):
                     verbatim, f"recent turns {verbatim[0]}-{verbatim[-1]} (the window being filled)"
                 )
             )
-        lines = self.explain_lines()
+        lines = self.explain_lines(last=EXPLAINED_WINDOWS)
         if dropped_items:
             lines.append(
                 "dropped for the budget: "
@@ -481,8 +488,8 @@ class SWinStrategy(Strategy):
                 for i in items
             ],
             verbatim=verbatim,
-            windows=self.windows,
-            forgotten=self.forgotten,
+            windows=[dict(w) for w in self._log[-EXPLAINED_WINDOWS:]],
+            forgotten=[dict(f) for f in self._forgotten[-EXPLAINED_WINDOWS:]],
             dropped_items=[i.text for i in dropped_items],
             dropped_turns=dropped_turns,
             llm_calls=self.llm_calls,
@@ -490,11 +497,15 @@ class SWinStrategy(Strategy):
         )
         return context
 
-    def explain_lines(self) -> list[str]:
-        """One line per summarised window (items added, merged, forgotten and why)."""
+    def explain_lines(self, last: int | None = None) -> list[str]:
+        """One line per summarised window (items added, merged, forgotten and why).
+
+        ``last``: only the newest ``last`` windows and forgotten items (None: all).
+        """
         lines: list[str] = []
         with self._lock:
-            for w in self._log:
+            start = 0 if last is None else max(0, len(self._log) - last)
+            for w in self._log[start:]:
                 s, e = w["turns"]
                 parts = [f"+{len(w['added'])} items"]
                 if w["merged"]:
@@ -506,7 +517,8 @@ class SWinStrategy(Strategy):
                 )
                 lines.extend(f"    + {_label(t)!r}" for t in w["added"])
                 lines.extend(f"    = {_label(m['text'])!r} ~ {_label(m['into'], 40)!r}" for m in w["merged"])
-            for f in self._forgotten:
+            forgotten = self._forgotten if last is None else self._forgotten[-last:]
+            for f in forgotten:
                 lines.append(
                     f"forgot {_label(f['text'])!r} (session {f['session']}, turns {f['turns'][0]}-"
                     f"{f['turns'][1]}): score {f['score']:.2f} = {self.recency_weight:g} * recency "

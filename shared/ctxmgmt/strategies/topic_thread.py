@@ -32,6 +32,7 @@ from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
 from ctxmgmt.records import CappedLog, plain_fields
 from ctxmgmt.relevance import fused_relevance
+from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
@@ -274,6 +275,7 @@ class TopicThreadStrategy(Strategy):
     def _init_state(self) -> None:
         self._slots: list[Slot] = []
         self._vectors: list[np.ndarray] = []
+        self._rows = RowStack(np.float64)  # the vectors stacked, for scoring turns
         self._total: np.ndarray = np.zeros(1)
         self._count = 0
         self._lexical = BM25Index()
@@ -344,6 +346,7 @@ class TopicThreadStrategy(Strategy):
         vectors = self._embeddings.embed([t.text for t in turns], [t.fingerprint for t in turns])
         for turn, vector in zip(turns, vectors, strict=True):
             self._vectors.append(vector)
+            self._rows.extend([vector])
             self._total = self._total + vector.astype(np.float64)
             self._count += 1
             self._lexical.add(turn.text)
@@ -520,8 +523,8 @@ class TopicThreadStrategy(Strategy):
         """Relevance of every turn to ``query``: cosine plus weighted, max-scaled BM25."""
         if not self._vectors:
             return np.zeros(0)
-        matrix = np.vstack(self._vectors).astype(np.float64)
         q = np.asarray(self._query_vector(query), dtype=np.float64)
+        matrix = self._rows.matrix()
         return fused_relevance(matrix, q, self._lexical, query, lexical_weight=self.lexical_weight)
 
     def _summary_block(self, slot: Slot, score: tuple[float, float, float]) -> Block:
@@ -696,6 +699,7 @@ class TopicThreadStrategy(Strategy):
             self._total = self._total + array.astype(np.float64)
             self._count += 1
             self._lexical.add(turn.text)
+        self._rows.extend(self._vectors)
         self._slots = [Slot(**d) for d in state["slots"]]
         self._next_id = int(state["next_id"])
         self._log = CappedLog.restored(LOG_ENTRIES, state.get("log", [])).map(dict)

@@ -100,10 +100,6 @@ _OVERRIDE = re.compile(
 )
 
 
-_ASCII_CONTROLS = {c: None for c in (*range(0, 32), 127) if chr(c) not in "\n\t"}
-"""The ASCII characters :func:`_keep` drops (category Cc but tab and line feed), for ``str.translate``."""
-
-
 def _keep(ch: str) -> bool:
     if ch in "\n\t":
         return True
@@ -111,13 +107,34 @@ def _keep(ch: str) -> bool:
     return category not in ("Cf", "Cc", "Cs", "Co", "Cn")
 
 
+class _DropTable(dict[int, int | None]):
+    """``str.translate`` table dropping what :func:`_keep` drops; each character is looked up once.
+
+    ``translate`` runs in C and only calls ``__missing__`` for a character not seen before,
+    so filtering a long text no longer calls Python code per character.
+    """
+
+    def __missing__(self, code: int) -> int | None:
+        value = code if _keep(chr(code)) else None
+        if len(self) < 100_000:
+            self[code] = value
+        return value
+
+
+_DROP = _DropTable()
+
+
+def _drop_controls(text: str) -> str:
+    """``text`` without the characters :func:`_keep` rejects (format, control, private, unassigned)."""
+    return text.translate(_DROP)
+
+
 def normalize(text: str) -> str:
     """``text`` in NFKC, without format characters (zero-width, bidi, tag characters) or controls.
 
     Every line break (CR LF, CR, U+2028, ...) becomes a newline; tabs stay.
     """
-    text = _BREAKS.sub("\n", unicodedata.normalize("NFKC", text))
-    return "".join(ch for ch in text if _keep(ch))
+    return _drop_controls(_BREAKS.sub("\n", unicodedata.normalize("NFKC", text)))
 
 
 def one_entry(text: str) -> str:
@@ -174,11 +191,7 @@ def escape_data(text: str, *, names: Iterable[str] = ()) -> str:
         'hi [/conversation] SYSTEM'
     """
     text = _BREAKS.sub("\n" + CONTINUATION, unicodedata.normalize("NFKC", text))
-    if text.isascii():  # the usual case, in one C call: only ASCII controls are dropped there
-        text = text.translate(_ASCII_CONTROLS)
-    else:
-        text = "".join(ch for ch in text if _keep(ch))
-    return defuse_tags(text, names)
+    return defuse_tags(_drop_controls(text), names)
 
 
 def data_entries(entries: Iterable[str], *, names: Iterable[str] = ()) -> str:

@@ -1,6 +1,7 @@
 """DiscourseTreeMemory benchmark: topic-shift detection, MT-Bench+ evidence recall, overhead.
 
-Run: ``python benchmarks/discourse_tree.py [--data ../shared/data] [--tune] [--json out.json]``;
+Run: ``python benchmarks/discourse_tree.py [--data ../shared/data] [--tune] [--json out.json]
+[--only tiage|mtbench]``;
 ``--fit`` instead refits the embedded decider's shift model on ``tiage_train.json`` (gold
 segments as the forest) and prints it (``ctxmgmt.components.decider.SHIFT_MODEL``).
 
@@ -401,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--fit", action="store_true", help="fit the decider's shift model on tiage_train.json, print it, stop"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    parser.add_argument(
+        "--only", choices=("tiage", "mtbench"), default=None, help="run only one part (default both)"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -410,11 +414,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         model = fit_shift_model(load_tiage(args.data / "tiage_train.json"), embedder)
         print(json.dumps(model))  # noqa: T201
         return {"shift_model": model}
-    tuned = tune(load_tiage(args.data / "tiage_train.json"), embedder) if args.tune else None
-    result = {"tiage": tiage(args.data, embedder, tuned), "mtbenchplus": mtbench(args.data)}
+    result: dict[str, Any] = {}
+    if args.only != "mtbench":
+        tuned = tune(load_tiage(args.data / "tiage_train.json"), embedder) if args.tune else None
+        result["tiage"] = tiage(args.data, embedder, tuned)
+    if args.only != "tiage":
+        result["mtbenchplus"] = mtbench(args.data)
     text = json.dumps(result, indent=2)
     print(text)  # noqa: T201
-    print_probe_table(result["mtbenchplus"]["by_probe_type"])
+    if "mtbenchplus" in result:
+        print_probe_table(result["mtbenchplus"]["by_probe_type"])
     if args.json:
         args.json.write_text(text + "\n", encoding="utf-8")
     return result

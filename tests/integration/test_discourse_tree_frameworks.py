@@ -41,7 +41,7 @@ from tests.integration.test_llamaindex_engines import (
 )
 
 CAT_QUESTION = "What name did I give the grey cat from the shelter?"
-FAITHFUL = {"recall_topics": 0, "summary_sections": None, "key_terms": 0}
+FAITHFUL = {"recall_topics": 0, "summary_sections": None, "summary_share": None, "key_terms": 0}
 """Context-Agent's layout (``DiscourseTreeConfig.paper()``): the path only, every other topic summarised."""
 
 

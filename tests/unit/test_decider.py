@@ -70,6 +70,30 @@ def test_short_follow_up_continues_despite_low_similarity():
     assert decider.decide_topic(long_pointer, [topic(0, 0.05, active=True)]).action == "continue"
 
 
+def test_references_to_an_answer_or_a_list_item_are_follow_ups_but_chit_chat_your_is_not():
+    decider = EmbeddedDecider()
+    active = [topic(0, 0.05, active=True)]
+    for query in (
+        "When is the 2nd film released by the studio?",  # an item of the previous list
+        "Assume you are the opponent of the first example. How would you counter it?",
+        "What are the key disadvantages or flaws of your solution?",
+        "What language did I ask you to translate into last time?",
+    ):
+        assert decider.is_follow_up(query), query
+        assert decider.decide_topic(query, active).action == "continue", query
+    # "your" alone asks about the other person in chit-chat (TIAGE): not a follow-up
+    assert decider.is_follow_up("that is nice . what is your favorite movie to watch ?") is None
+    assert decider.is_follow_up("i loved it the first time i went to the beach with my dad") is None
+
+
+def test_follow_up_openings_are_whole_words():
+    decider = EmbeddedDecider()
+    assert decider.is_follow_up("No, the deadline is in May this year") == "no"
+    assert decider.is_follow_up("Okay great then tell me about the deadline") is None  # not "ok"
+    assert decider.is_follow_up("Now summarise the causes of the French revolution") is None  # not "no"
+    assert decider.is_follow_up("sometimes you just wanna eat pepperoni pizza all day long") is None
+
+
 def test_unrelated_query_creates():
     topics = [topic(0, 0.1, active=True), topic(1, 0.2)]
     d = EmbeddedDecider().decide_topic("How do volcanoes form under the ocean floor?", topics)

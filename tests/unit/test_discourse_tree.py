@@ -55,7 +55,7 @@ def feed(strategy, queries):
         strategy.add(turn(len(strategy), q))
 
 
-FAITHFUL = {"recall_topics": 0, "summary_sections": None, "key_terms": 0}
+FAITHFUL = {"recall_topics": 0, "summary_sections": None, "summary_share": None, "key_terms": 0}
 """Context-Agent's layout (``DiscourseTreeConfig.paper()``): the path only, every section."""
 
 ROME = ["Plan a trip to Rome in May.", "Which hotels near the Colosseum?", "How many days for the Vatican?"]
@@ -303,7 +303,10 @@ def test_config_declares_every_parameter_once(hashing_embedder):
         "recall_ratio",
         "recall_window",
         "summary_sections",
+        "summary_share",
         "key_terms",
+        "follow_on_words",
+        "instruction_words",
     ]
     assert DiscourseTreeConfig().to_dict() == {
         "memory_role": "user",
@@ -316,7 +319,10 @@ def test_config_declares_every_parameter_once(hashing_embedder):
         "recall_ratio": 0.65,
         "recall_window": 3,
         "summary_sections": 1,
+        "summary_share": 0.3,
         "key_terms": 4,
+        "follow_on_words": 12,
+        "instruction_words": 20,
     }
     assert DiscourseTreeConfig.paper() == DiscourseTreeConfig(**FAITHFUL)
     assert DiscourseTreeStrategy.from_paper(embedder=hashing_embedder).config == DiscourseTreeConfig(
@@ -602,6 +608,46 @@ def test_returning_to_an_earlier_topic_brings_its_turns_back_verbatim_within_bud
     assert set(tight.details["dropped_turns"]) <= {0, 1, 2} and tight.details["dropped_turns"]
 
 
+def test_a_short_follow_up_split_off_its_topic_comes_back_with_it_within_budget(hashing_embedder):
+    follow_up = "Is that normal?"  # the decider wrongly opens a new topic with it
+    decider = ScriptedDecider(topics={follow_up: ("create", None), TAXES[0]: ("create", None)})
+    # the baking topic opens with an instruction of 10 words (instruction_words=10; default 20)
+    s = make(decider, hashing_embedder, theta_fork=1.0, instruction_words=10)
+    feed(s, [*BAKING, follow_up, *TAXES])
+    assert [n.tree for n in s.nodes] == [0, 0, 0, 1, 2, 2, 2]
+    query = "Back to the sourdough starter Bubbles: how often should I feed the sourdough?"
+    context = s.select(query)
+    assert {0, 1, 2, 3} <= set(context.turn_indices)  # the follow-up comes back verbatim with its topic
+    assert context.details["recalled"]["1"] == [3]
+    assert any("follow-on topics 2" in line for line in context.details["explain"])
+    # restored from its state, the forest links the follow-up again (nothing persisted twice)
+    clone = make(ScriptedDecider(), hashing_embedder, theta_fork=1.0, instruction_words=10)
+    clone.load_state(json.loads(json.dumps(s.to_state())))
+    assert clone.select(query).turn_indices == context.turn_indices
+    # within a budget the recalled turns give way before the active path
+    budget = s.tokens_of([4, 5, 6]) + s.tokens_of([0, 3])
+    tight = s.select(query, budget=budget)
+    assert tight.tokens <= budget and {4, 5, 6} <= set(tight.turn_indices)
+    # the default instruction_words=20 reads the 10-word opening as a chat message: no link
+    chat = make(
+        ScriptedDecider(topics={follow_up: ("create", None), TAXES[0]: ("create", None)}),
+        hashing_embedder,
+        theta_fork=1.0,
+    )
+    feed(chat, [*BAKING, follow_up, *TAXES])
+    assert 3 not in chat.select(query).turn_indices
+    # follow_on_words=0 turns the links off
+    unlinked = make(
+        ScriptedDecider(topics={follow_up: ("create", None), TAXES[0]: ("create", None)}),
+        hashing_embedder,
+        theta_fork=1.0,
+        instruction_words=10,
+        follow_on_words=0,
+    )
+    feed(unlinked, [*BAKING, follow_up, *TAXES])
+    assert 3 not in unlinked.select(query).turn_indices
+
+
 def test_a_topic_switch_brings_back_the_topics_newest_path(hashing_embedder):
     decider = ScriptedDecider(
         topics={TAXES[0]: ("create", None), "Bubbles the starter: rye flour feeding again?": ("switch", 0)},
@@ -638,6 +684,25 @@ def test_summary_sections_keep_the_most_similar_topics(hashing_embedder):
     context = s.select("sourdough rye flour")
     assert [sec["tree"] for sec in context.details["sections"]] == [0, 1]
     assert "Topic 1" in context.blocks[0].text and "Topic 2" not in context.blocks[0].text
+
+
+def test_summaries_give_way_when_the_query_brings_several_topics_back(hashing_embedder):
+    garden = ["Which tomatoes grow well on a balcony?", "Water the basil every morning."]
+    query = "Bubbles sourdough rye flour feeding and the tax return 52000 dollars deduction"
+    topics = {TAXES[0]: ("create", None), garden[0]: ("create", None), query: ("create", None)}
+    s = make(ScriptedDecider(topics=topics), hashing_embedder, theta_fork=1.0)
+    feed(s, [*BAKING, *TAXES, *garden])
+    context = s.select(query)
+    assert set(context.details["recalled"]) == {"0", "1"}  # two topics back verbatim
+    assert s.tokens_of(context.turn_indices) > 0.3 * s.total_tokens
+    assert [b.kind for b in context.blocks] == ["turns"]  # turns 0-5, no summary of the garden topic
+    assert [sec["tree"] for sec in context.details["capped_sections"]] == [2]
+    assert any("left out" in line for line in context.details["explain"])
+    # without the cap (Context-Agent) the garden topic is summarised
+    uncapped = make(ScriptedDecider(topics=topics), hashing_embedder, theta_fork=1.0, summary_share=None)
+    feed(uncapped, [*BAKING, *TAXES, *garden])
+    summary = uncapped.select(query).blocks[0]
+    assert summary.kind == "summary" and "Topic 3" in summary.text
 
 
 def test_select_explains_only_the_topics_in_the_context(hashing_embedder):

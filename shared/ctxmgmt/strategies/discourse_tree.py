@@ -73,9 +73,29 @@ RECALL_WINDOW = 3
 """Turns of a recalled topic, each side of its matching turn, that come back with it."""
 SUMMARY_SECTIONS = 1
 """Most topic and branch summaries in the summary block, the most similar to the query
-(MT-Bench+ dev: more cost tokens and recall no turn; None: all, as in Context-Agent)."""
+(MT-Bench+ dev: more cost tokens and recall no turn; one costs about 0.15 of the history's
+tokens, 0 keeps MT-Bench+ dev under half of them; None: all, as in Context-Agent)."""
+SUMMARY_SHARE = 0.3
+"""Share of the history's tokens above which the verbatim turns, when they come from more than one
+topic (the query brought earlier topics back), leave the summary block out: the context already
+spans the topics the query reaches, and a summary costs about 40 framed tokens before its first
+word (MT-Bench+ dev: verbatim recall unchanged, token ratio 0.568 -> 0.491). A context of one
+topic keeps its summaries, as in Context-Agent."""
 KEY_TERMS = 4
 """Most names, numbers and dates a topic or branch summary lists beside its node summaries."""
+FOLLOW_ON_WORDS = 12
+"""Longest opening user message (in words) of a topic tree that, for recall, may carry on the topic
+of the turn before it (0: never). Short openings are mostly follow-ups the decider split off: on
+MT-Bench+ dev, 22 of the 24 trees opened by <= 12 words split a gold topic, 2 of the 34 longer
+openings did. Only after an instruction (:data:`INSTRUCTION_WORDS`)."""
+INSTRUCTION_WORDS = 20
+"""Shortest opening (in words) of a topic that a short opening may carry on: a request with
+content ("Compose a blog post about ... highlighting ..."), or a topic that itself carries one
+on. In a chat of short messages on distinct topics ("My sourdough starter smells like acetone.")
+no topic opens with one, so none is linked (MT-Bench+ dev: 20 of the 22 short openings that
+split a gold topic follow such a topic)."""
+LINKED_TREES = 7
+"""Most topic trees, a recalled one included, that come back together through follow-on links."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,14 +155,33 @@ class DiscourseTreeConfig(MemoryConfig):
         optional=True,
         ge=0,
     )
+    summary_share: float | None = param(
+        SUMMARY_SHARE,
+        "Share of the history's tokens above which verbatim turns of several topics leave the summary "
+        "block out (0.3, MT-Bench+ dev; None: never, as in Context-Agent).",
+        kind=float,
+        optional=True,
+        ge=0,
+    )
     key_terms: int = param(
         KEY_TERMS, "Most names, numbers and dates a topic or branch summary lists (0: none).", ge=0
+    )
+    follow_on_words: int = param(
+        FOLLOW_ON_WORDS,
+        "Longest opening user message (words) of a topic that, for recall, carries on the topic of "
+        "the turn before it when that topic opened with an instruction (0: never; 12, MT-Bench+ dev).",
+        ge=0,
+    )
+    instruction_words: int = param(
+        INSTRUCTION_WORDS,
+        "Shortest opening (words) of a topic that a short opening may carry on (20, MT-Bench+ dev).",
+        ge=1,
     )
 
     @classmethod
     def paper(cls) -> DiscourseTreeConfig:
         """Context-Agent as published: the active path verbatim, every other topic and branch summarised."""
-        return cls(recall_topics=0, summary_sections=None, key_terms=0)
+        return cls(recall_topics=0, summary_sections=None, summary_share=None, key_terms=0)
 
 
 @dataclass(frozen=True)
@@ -447,6 +486,8 @@ class DiscourseTreeStrategy(Strategy):
         self._lexical = BM25Index()  # document i = turn i; synced lazily (:meth:`_relevance`)
         self._stacked: tuple[int, np.ndarray, np.ndarray] | None = None
         self._terms: dict[int, list[str]] = {}
+        self._links: dict[int, list[int]] = {}  # tree -> trees joined to it by a follow-on opening
+        self._instructed: set[int] = set()  # trees opened by an instruction, or carrying one on
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -675,6 +716,7 @@ class DiscourseTreeStrategy(Strategy):
             self._trees.append(TopicTree(id=tree_id, nodes=[], current=node))
             self._tree_sums.append(np.zeros_like(vector, dtype=np.float64))
             parent = None
+            self._link(tree_id, plan.query, -1 if self._current is None else self._nodes[self._current].tree)
         if branch_id is None:
             branch_id = len(self._branches)
             self._branches.append(Branch(id=branch_id, tree=tree_id, fork=parent, nodes=[]))
@@ -706,6 +748,29 @@ class DiscourseTreeStrategy(Strategy):
                 parent=parent,
             )
         )
+
+    def _link(self, tree: int, opening: str, before: int) -> None:
+        """Join ``tree`` to ``before`` (the tree of the turn before its first) when it carries it on.
+
+        It does when ``opening`` is short (at most ``follow_on_words`` words) and ``before`` was
+        opened by an instruction (at least ``instruction_words`` words) or carries one on.
+        """
+        words = len(opening.split())
+        if words <= self.follow_on_words and before in self._instructed:
+            self._links.setdefault(tree, []).append(before)
+            self._links.setdefault(before, []).append(tree)
+            self._instructed.add(tree)
+        elif words >= self.instruction_words:
+            self._instructed.add(tree)
+
+    def _linked_trees(self, tree: int) -> list[int]:
+        """``tree`` and the trees joined to it by follow-on openings, nearest first (at most LINKED_TREES)."""
+        out, frontier = [tree], [tree]
+        while frontier and len(out) < LINKED_TREES:
+            frontier = [u for t in frontier for u in self._links.get(t, ()) if u not in out]
+            frontier = list(dict.fromkeys(frontier))[: LINKED_TREES - len(out)]
+            out.extend(frontier)
+        return out
 
     def _on_reset(self) -> None:
         self._plans.clear()
@@ -760,7 +825,10 @@ class DiscourseTreeStrategy(Strategy):
         shaped relevance, with KadaneDial's tuned values); each topic holding one is scored by
         its best such turn. The best topic comes back, and every other whose score is at least
         ``recall_ratio`` of it, at most ``recall_topics`` in all; each with the turns of its node
-        list within ``recall_window`` of its best turn (a short topic: all of it). A query that
+        list within ``recall_window`` of its best turn (a short topic: all of it). A topic opened
+        by a short query (at most ``follow_on_words`` words: "Why?", "When is the 2nd film
+        released?") is read as a follow-on of the topic of the turn before it: the two come back
+        as one node list, in turn order (at most ``LINKED_TREES`` trees). A query that
         returns to the plan's tree (a topic switch, or a branch switch or new branch) also brings
         back that tree's newest path; a pointer at the latest answer ("your last response")
         brings back the current path.
@@ -779,12 +847,23 @@ class DiscourseTreeStrategy(Strategy):
         out: dict[int, set[int]] = {}
         lines: list[str] = []
         for t in chosen:
-            nodes = self._trees[t].nodes
-            k = nodes.index(best[t])
-            out.setdefault(t, set()).update(
-                nodes[max(0, k - self.recall_window) : k + self.recall_window + 1]
+            linked = self._linked_trees(t)
+            nodes = (
+                sorted(i for u in linked for i in self._trees[u].nodes)
+                if len(linked) > 1
+                else self._trees[t].nodes
             )
-            lines.append(f"recalled topic {t + 1}: best turn {best[t]} (relevance {relevance[best[t]]:.2f})")
+            k = nodes.index(best[t])
+            for i in nodes[max(0, k - self.recall_window) : k + self.recall_window + 1]:
+                out.setdefault(self._nodes[i].tree, set()).add(i)
+            joined = (
+                f", with follow-on topics {', '.join(str(u + 1) for u in linked[1:])}"
+                if len(linked) > 1
+                else ""
+            )
+            lines.append(
+                f"recalled topic {t + 1}: best turn {best[t]} (relevance {relevance[best[t]]:.2f}){joined}"
+            )
         branch = plan.branch_decision
         returning = plan.topic.action == "switch" or (branch is not None and branch.action != "continue")
         if plan.tree is not None and returning:
@@ -831,9 +910,10 @@ class DiscourseTreeStrategy(Strategy):
 
         Recalled topics (:meth:`_recall`; none with ``recall_topics=0``) come back verbatim;
         the summary block holds the other topics and branches, at most ``summary_sections``
-        of them (the most similar to the query). Over budget, summary sections least similar
-        to the query go first, then recalled turns (least relevant first), then the oldest
-        path turns (the newest path turn last of all).
+        of them (the most similar to the query), and none when the verbatim turns span several
+        topics and take more than ``summary_share`` of the history's tokens. Over budget,
+        summary sections least similar to the query go first, then recalled turns (least
+        relevant first), then the oldest path turns (the newest path turn last of all).
         """
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         n = len(self._turns)
@@ -869,6 +949,11 @@ class DiscourseTreeStrategy(Strategy):
                 return 0
             return self.memory_tokens(self._summary_text(items))
 
+        capped: list[Section] = []
+        in_view = set(recalled) | ({plan.tree} if path else set())
+        if self.summary_share is not None and kept and len(in_view) > 1:
+            if self.tokens_of(verbatim) > self.summary_share * self.total_tokens:
+                capped, kept = kept, []
         if budget is not None:
             spare = sorted(extra - set(recent), key=lambda i: (relevance[i], -i))  # least relevant first
             while (kept or verbatim) and summary_tokens(kept) + self.tokens_of(verbatim) > budget:
@@ -919,6 +1004,11 @@ class DiscourseTreeStrategy(Strategy):
             )
         if dropped_turns:
             lines.append(f"dropped for the budget: turns {sorted(dropped_turns)}")
+        if capped:
+            lines.append(
+                f"summaries of {len(capped)} topics and branches left out: the verbatim turns span "
+                f"{len(in_view)} topics and pass {self.summary_share:g} of the history's tokens"
+            )
         described = plan.to_dict()
         scores = described.pop("scores")
         context.details.update(
@@ -928,6 +1018,7 @@ class DiscourseTreeStrategy(Strategy):
             recalled={str(t): ids for t, ids in recalled.items()},
             sections=[s.details() for s in sections],
             dropped_sections=[s.details() for s in dropped_sections],
+            capped_sections=[s.details() for s in capped],
             dropped_turns=dropped_turns,
             trees=len(self._trees),
             branches=len(self._branches),
@@ -1073,3 +1164,9 @@ class DiscourseTreeStrategy(Strategy):
         ]
         self._active = state["active"]
         self._current = state["current"]
+        self._links = {}
+        self._instructed = set()
+        for tree in self._trees:
+            root = tree.nodes[0]
+            before = -1 if root == 0 else self._nodes[root - 1].tree
+            self._link(tree.id, self._nodes[root].query or self._turns[root].query, before)

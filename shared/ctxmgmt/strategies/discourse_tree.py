@@ -34,6 +34,7 @@ from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
 from ctxmgmt.records import plain_fields
 from ctxmgmt.relevance import fused_relevance
+from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
 from ctxmgmt.types import Turn
@@ -484,7 +485,8 @@ class DiscourseTreeStrategy(Strategy):
         self._active: int | None = None
         self._current: int | None = None
         self._lexical = BM25Index()  # document i = turn i; synced lazily (:meth:`_relevance`)
-        self._stacked: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._query_rows = RowStack()  # _query_vectors stacked (node order)
+        self._content_rows = RowStack()  # _vectors stacked (node order)
         self._terms: dict[int, list[str]] = {}
         self._links: dict[int, list[int]] = {}  # tree -> trees joined to it by a follow-on opening
         self._instructed: set[int] = set()  # trees opened by an instruction, or carrying one on
@@ -563,9 +565,12 @@ class DiscourseTreeStrategy(Strategy):
     def _matrices(self) -> tuple[np.ndarray, np.ndarray]:
         """(user-message vectors, whole-turn vectors) of every node, stacked once per forest size."""
         n = len(self._nodes)
-        if self._stacked is None or self._stacked[0] != n:
-            self._stacked = (n, np.vstack(self._query_vectors), np.vstack(self._vectors))
-        return self._stacked[1], self._stacked[2]
+        if len(self._query_rows) != n:  # restored or reset since: stack again
+            self._query_rows.clear()
+            self._query_rows.extend(self._query_vectors)
+            self._content_rows.clear()
+            self._content_rows.extend(self._vectors)
+        return self._query_rows.matrix(), self._content_rows.matrix()
 
     def _topic_views(
         self, q: np.ndarray, sims: tuple[np.ndarray, np.ndarray] | None = None
@@ -726,6 +731,9 @@ class DiscourseTreeStrategy(Strategy):
         self._vectors.append(np.asarray(vector, dtype=np.float32))
         query_vector = self._query_vector(plan.query)
         self._query_vectors.append(np.asarray(query_vector, dtype=np.float32))
+        if len(self._query_rows) == node:  # keep the stacked matrices in step (see _matrices)
+            self._query_rows.extend(self._query_vectors[-1:])
+            self._content_rows.extend(self._vectors[-1:])
         tree = self._trees[tree_id]
         tree.nodes.append(node)
         tree.current = node

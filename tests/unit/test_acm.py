@@ -270,6 +270,27 @@ def test_relative_date_entities_keep_their_day():
     )
 
 
+def test_entity_records_keep_the_numbers_dates_and_places_said_with_them():
+    def extract(text):
+        labels = {"Ana": "PERSON", "Lisbon": "GPE", "3": "CARDINAL", "yesterday": "DATE", "Porto": "GPE"}
+        return [(w, labels[w]) for w in re.findall(r"\w+", text) if w in labels]
+
+    texts = [
+        "Ana moved to Lisbon yesterday with her 3 cats.",
+        "Ana then visited Porto.",
+        *[f"Unrelated chatter number {i} about the weather." for i in range(12)],
+    ]
+    s = make(60, entity_extractor=extract)
+    s.add_many([turn(i, text=t, stamp="1:56 pm on 8 May, 2023") for i, t in enumerate(texts)])
+    ana = next(e for e in s.entities if e.text == "Ana")
+    assert ana.facts == ["Lisbon", "yesterday (7 May 2023)", "3", "Porto"][-3:]
+    assert "with yesterday (7 May 2023), 3, Porto" in ana.line()
+    assert not next(e for e in s.entities if e.text == "Lisbon").facts  # facts are kept with names only
+    restored = make(60, entity_extractor=extract)
+    restored.load_state(json.loads(json.dumps(s.to_state())))
+    assert [e.facts for e in restored.entities] == [e.facts for e in s.entities]
+
+
 # -- persistence -----------------------------------------------------------------------------
 def test_state_round_trip_without_recomputing():
     s = make(360)

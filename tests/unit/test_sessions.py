@@ -400,3 +400,16 @@ def test_common_prefix_of_chains_finds_every_first_difference():
         assert _common_prefix(base, other) == edited_at
         assert _common_prefix(base[: edited_at + 3], other) == edited_at
     assert _common_prefix(base, base[:5]) == 5 and _common_prefix([], base) == 0
+
+
+def test_sentence_transformer_embedders_are_named_by_their_model():
+    """Stored states record the model, so a state is never restored for another model's vectors."""
+    from ctxmgmt.components.embedder import SentenceTransformerEmbedder
+
+    def built_with(embedder):
+        return KadaneDialStrategy(embedder=embedder).stored_config()["built_with"]
+
+    bundled = built_with(SentenceTransformerEmbedder())
+    other = built_with(SentenceTransformerEmbedder("/models/other"))
+    assert bundled["embedder"] == "sentence-transformers:all-MiniLM-L6-v2"
+    assert other["embedder"] == "sentence-transformers:/models/other" != bundled["embedder"]

@@ -74,6 +74,10 @@ NAME_LABELS = frozenset(
     }
 )
 """Labels whose single words may match a query ("Caroline" for "Caroline Smith")."""
+FACT_LABELS = frozenset({"DATE", "TIME", "CARDINAL", "QUANTITY", "MONEY", "PERCENT", "GPE", "LOC", "FAC"})
+"""Labels of the facts (numbers, dates, places) kept with the names they were said with."""
+MAX_FACTS = 3
+"""Facts kept per entity record (the newest distinct ones)."""
 LOW_VALUE_LABELS = frozenset({"CARDINAL", "ORDINAL"})
 """Labels shown last ("one", "first" are rarely worth their tokens)."""
 _WORD = re.compile(r"[a-z0-9]+")
@@ -112,6 +116,8 @@ class EntityRecord:
         count: Mentions over every collapsed turn.
         turns: The turns that mention it, ascending.
         times: Timestamp of the first and of the last mentioning turn ("" if none).
+        facts: For a name (not itself a fact), the numbers, dates and places said in the same
+            turns (the newest :data:`MAX_FACTS` distinct ones; relative dates anchored).
     """
 
     text: str
@@ -119,6 +125,7 @@ class EntityRecord:
     count: int = 0
     turns: list[int] = field(default_factory=list)
     times: list[str] = field(default_factory=lambda: ["", ""])
+    facts: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """The entity as one line of the entity block."""
@@ -131,6 +138,8 @@ class EntityRecord:
             parts.append(f"x{self.count}")
         # a relative date keeps the day it meant: "yesterday (7 May 2023)"
         text = anchor_dates(self.text, self.times[0]) if self.label in CONTEXT_LABELS else self.text
+        if self.facts:
+            parts.append("with " + ", ".join(self.facts))
         return f"- {text} ({'; '.join(parts)})"
 
 
@@ -193,6 +202,19 @@ def check_min_budget(budget: Any, *, name: str = "token_budget") -> int:
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
+
+
+def _facts_of(entities: Sequence[Any], time: str) -> list[str]:
+    """The distinct numbers, dates and places among one turn's ``entities`` (dates anchored to ``time``)."""
+    facts: list[str] = []
+    for entity in entities:
+        if entity.label in FACT_LABELS:
+            text = " ".join(entity.text.split())
+            if entity.label in CONTEXT_LABELS:
+                text = anchor_dates(text, time)
+            if text and text not in facts:
+                facts.append(text)
+    return facts
 
 
 def _turn_time(turn: Turn) -> str:
@@ -442,6 +464,7 @@ class ACMStrategy(Strategy):
         added = 0
         for index, entities in zip(indices, found, strict=False):
             time = _turn_time(turns[index])
+            facts = _facts_of(entities, time)
             for entity in entities:
                 text = " ".join(entity.text.split())
                 if not text:
@@ -457,6 +480,9 @@ class ACMStrategy(Strategy):
                 if not record.turns or record.turns[-1] != index:
                     record.turns.append(index)
                 record.times[1] = time
+                if entity.label not in FACT_LABELS:
+                    kept = [f for f in record.facts if f not in facts] + facts
+                    record.facts = kept[-MAX_FACTS:]
         self._e_end = max(self._e_end, indices[-1] + 1)
         self._log.append(f"collapsed turns {indices[0]}-{indices[-1]} to entities (+{added} new)")
 
@@ -645,7 +671,15 @@ class ACMStrategy(Strategy):
         # blocks, chronological: entities, recalled turns, summaries, verbatim turns
         if entity_lines:
             order = {r.line(): (r.turns[0], r.text) for r in ranked}
+            counted = self._block_tokens(ENTITY_HEADER, entity_lines)
+            by_rank = list(entity_lines)  # filled best first
             entity_lines.sort(key=lambda line: order[line])
+            # Tokens can merge across line breaks, so the chronological order may count a
+            # little more than the order the lines were fitted in: drop the lowest-ranked ones.
+            while entity_lines and used - counted + self._block_tokens(ENTITY_HEADER, entity_lines) > b:
+                entity_lines.remove(by_rank.pop())
+            used += (self._block_tokens(ENTITY_HEADER, entity_lines) if entity_lines else 0) - counted
+        if entity_lines:
             covered = sorted({t for r in ranked if r.line() in set(entity_lines) for t in r.turns})
             context.blocks.append(
                 self.text_block(

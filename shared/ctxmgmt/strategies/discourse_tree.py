@@ -74,8 +74,8 @@ RECALL_WINDOW = 3
 """Turns of a recalled topic, each side of its matching turn, that come back with it."""
 SUMMARY_SECTIONS = 1
 """Most topic and branch summaries in the summary block, the most similar to the query
-(MT-Bench+ dev: more cost tokens and recall no turn; one costs about 0.15 of the history's
-tokens, 0 keeps MT-Bench+ dev under half of them; None: all, as in Context-Agent)."""
+(MT-Bench+ dev: more of them cost tokens and bring back no turn; one costs about 0.15 of the
+history's tokens; None: all, as in Context-Agent)."""
 SUMMARY_SHARE = 0.3
 """Share of the history's tokens above which the verbatim turns, when they come from more than one
 topic (the query brought earlier topics back), leave the summary block out: the context already

@@ -563,13 +563,7 @@ class DiscourseTreeStrategy(Strategy):
         return dot_rows(queries, q), dot_rows(contents, q)
 
     def _matrices(self) -> tuple[np.ndarray, np.ndarray]:
-        """(user-message vectors, whole-turn vectors) of every node, stacked once per forest size."""
-        n = len(self._nodes)
-        if len(self._query_rows) != n:  # restored or reset since: stack again
-            self._query_rows.clear()
-            self._query_rows.extend(self._query_vectors)
-            self._content_rows.clear()
-            self._content_rows.extend(self._vectors)
+        """(user-message vectors, whole-turn vectors) of every node, stacked as nodes are placed or loaded."""
         return self._query_rows.matrix(), self._content_rows.matrix()
 
     def _topic_views(
@@ -731,9 +725,8 @@ class DiscourseTreeStrategy(Strategy):
         self._vectors.append(np.asarray(vector, dtype=np.float32))
         query_vector = self._query_vector(plan.query)
         self._query_vectors.append(np.asarray(query_vector, dtype=np.float32))
-        if len(self._query_rows) == node:  # keep the stacked matrices in step (see _matrices)
-            self._query_rows.extend(self._query_vectors[-1:])
-            self._content_rows.extend(self._vectors[-1:])
+        self._query_rows.extend(self._query_vectors[-1:])
+        self._content_rows.extend(self._vectors[-1:])
         tree = self._trees[tree_id]
         tree.nodes.append(node)
         tree.current = node
@@ -1166,6 +1159,8 @@ class DiscourseTreeStrategy(Strategy):
         self._log = [Placement(**d) for d in state["decisions"]]
         queries = state.get("query_embeddings", state["embeddings"])
         self._query_vectors = [np.asarray(v, dtype=np.float32) for v in queries]
+        self._query_rows.extend(self._query_vectors)
+        self._content_rows.extend(self._vectors)
         self._tree_sums = [
             np.asarray(np.sum([self._query_vectors[i] for i in t.nodes], axis=0, dtype=np.float64))
             for t in self._trees

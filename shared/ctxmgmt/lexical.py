@@ -65,14 +65,22 @@ def _stem(word: str) -> str:
     return word
 
 
+FULL_BUILD_SCANS = 32
+"""First-time term scans after which :class:`BM25Index` builds every term's postings at once (a
+pass over all documents costs about as much as 30-60 scans on the demo conversation)."""
+
+
 class BM25Index:
     """Append-only BM25 index; document ``i`` is the ``i``-th added text.
 
     Adding a document keeps its term counts; a term's postings (documents and counts) are
     gathered the first time a query asks for the term and kept up to date from then on. So
     indexing costs one tokenisation per document (restoring a stored 1,000-turn conversation
-    indexes it in a few milliseconds) and a query pays one scan per term it meets for the
-    first time.
+    indexes it in a few milliseconds) and a query pays one scan of the documents per term it
+    meets for the first time. After ``FULL_BUILD_SCANS`` such scans every term's postings are
+    built in one pass and kept from then on, so queries stop paying per-term scans (their
+    cost no longer grows with the number of documents); the pass costs about as much as the
+    scans before it. Scores are the same either way.
 
     Args:
         k1: Term-frequency saturation (1.2, the usual Okapi default).
@@ -85,6 +93,8 @@ class BM25Index:
         self._counts: list[Counter[str]] = []
         self._lengths: list[int] = []
         self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._scans = 0  # first-time term scans so far
+        self._complete = False  # every term has its postings (built in one pass)
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -97,18 +107,47 @@ class BM25Index:
         self._counts.append(counts)
         self._lengths.append(len(tokens))
         postings = self._postings
-        if postings:
+        if self._complete:
+            for term, count in counts.items():
+                entry = postings.get(term)
+                if entry is None:
+                    postings[term] = [(doc, count)]
+                else:
+                    entry.append((doc, count))
+        elif postings:
             for term in counts.keys() & postings.keys():
                 postings[term].append((doc, counts[term]))
 
     def _postings_of(self, term: str) -> list[tuple[int, int]]:
         """(document, term count) of every document containing ``term``, in document order."""
         entry = self._postings.get(term)
-        if entry is None:
-            entry = [(doc, counts[term]) for doc, counts in enumerate(self._counts) if term in counts]
-            if entry:  # a term no document has is not kept: queries cannot grow the index
-                self._postings[term] = entry
+        if entry is not None:
+            return entry
+        if self._complete:
+            return []
+        self._scans += 1
+        if self._scans > FULL_BUILD_SCANS:
+            self._build_postings()
+            return self._postings.get(term, [])
+        entry = [(doc, counts[term]) for doc, counts in enumerate(self._counts) if term in counts]
+        if entry:  # a term no document has is not kept: queries cannot grow the index
+            self._postings[term] = entry
         return entry
+
+    def _build_postings(self) -> None:
+        """Every term's postings in one pass over the documents (terms already gathered are kept)."""
+        postings = self._postings
+        known = set(postings)
+        for doc, counts in enumerate(self._counts):
+            for term, count in counts.items():
+                if term in known:
+                    continue
+                entry = postings.get(term)
+                if entry is None:
+                    postings[term] = [(doc, count)]
+                else:
+                    entry.append((doc, count))
+        self._complete = True
 
     def document_share(self, term: str) -> float:
         """Share (0-1) of the documents containing ``term`` (a :func:`tokenize` token)."""

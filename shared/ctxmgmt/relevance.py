@@ -13,7 +13,13 @@ from ctxmgmt.lexical import BM25Index
 
 
 def fused_relevance(
-    matrix: np.ndarray, query_vector: np.ndarray, index: BM25Index, query: str, *, lexical_weight: float
+    matrix: np.ndarray,
+    query_vector: np.ndarray,
+    index: BM25Index,
+    query: str,
+    *,
+    lexical_weight: float,
+    cosines: np.ndarray | None = None,
 ) -> np.ndarray:
     """``r_i = cos(query, turn_i) + lexical_weight * bm25_i / max(bm25)``, as float64.
 
@@ -25,6 +31,8 @@ def fused_relevance(
         query: The query text (for BM25).
         lexical_weight: Weight of the BM25 score scaled to [0, 1] by its maximum; 0 (or no
             turn sharing a word with the query) leaves the cosine alone.
+        cosines: ``dot_rows(matrix, query_vector)`` when the caller has it already (None:
+            computed here).
 
     Example:
         >>> index = BM25Index()
@@ -34,7 +42,7 @@ def fused_relevance(
         >>> fused_relevance(matrix, np.array([0.6, 0.8]), index, "cat", lexical_weight=0.5).tolist()
         [1.1, 0.8]
     """
-    dense = dot_rows(matrix, query_vector)
+    dense = dot_rows(matrix, query_vector) if cosines is None else cosines
     if lexical_weight:
         lexical = index.scores(query)
         top = lexical.max()

@@ -51,7 +51,8 @@ def test_quick_run_reports_every_surface_and_memory(bench: ModuleType, tmp_path:
     for row in rows:
         assert row["turns"] == 12 and row["calls"] == 2
         assert row["cold_start_s"] > 0 and row["cold_turns_per_s"] > 0
-        for kind in ("first", "get"):
+        assert row["cold_vectors_reused"] == 0
+        for kind in ("first", "get", "repeat"):
             assert set(row[kind]) == {"p50", "p95", "p99", "max"}
             assert 0 < row[kind]["p50"] <= row[kind]["p95"] <= row[kind]["p99"] <= row[kind]["max"]
         assert (row["add"] is not None) == (row["surface"] == "langchain_classic")

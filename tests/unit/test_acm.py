@@ -167,6 +167,43 @@ def test_batching_does_not_change_the_cascade():
     assert [s.text for s in one.summaries] == [s.text for s in many.summaries]
 
 
+class PerTextExtractor(CountingExtractor):
+    """CountingExtractor that declares each text's entities independent of the call (as spaCy)."""
+
+    per_text = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def extract(self, texts: Sequence[str]) -> list[list[Entity]]:
+        self.calls += 1
+        return super().extract(texts)
+
+
+def test_per_text_extractor_is_asked_once_for_a_batch_with_the_same_entities():
+    turns = [turn(i) for i in range(60)]
+    plain, ahead = make(150), make(150, entity_extractor=PerTextExtractor())
+    for t in turns:
+        plain.add(t)
+    ahead.add_many(turns)
+    assert ahead.entity_extractor.calls == 1  # one batched call, not one per collapse
+    assert plain.entities == ahead.entities and plain.tiers == ahead.tiers
+    assert plain.extract_calls == ahead.extract_calls > 1
+    # every turn is extracted once, chatting on as well
+    for i in range(60, 70):
+        plain.add(turn(i))
+        ahead.add(turn(i))
+    assert plain.entities == ahead.entities
+    assert sorted(ahead.entity_extractor.texts) == sorted(set(ahead.entity_extractor.texts))
+    restored = make(150, entity_extractor=PerTextExtractor())
+    restored.load_state(json.loads(json.dumps(ahead.to_state())))
+    for i in range(70, 80):
+        plain.add(turn(i))
+        restored.add(turn(i))
+    assert plain.entities == restored.entities
+
+
 def test_summaries_respect_the_summary_limit():
     long = " ".join(f"word{k}" for k in range(200))
     s = ACMStrategy(

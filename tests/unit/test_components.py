@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -271,6 +273,28 @@ def test_bm25_is_incremental() -> None:
     for text in texts:
         index.add(text)
     np.testing.assert_allclose(index.scores("cat food"), scores_for(texts, "cat food"))
+
+
+def test_bm25_full_build_after_many_scans_scores_the_same() -> None:
+    """Past FULL_BUILD_SCANS first-time terms the index builds every posting; scores are unchanged."""
+    from ctxmgmt.lexical import FULL_BUILD_SCANS
+
+    rng = random.Random(7)
+    vocabulary = [f"word{k}" for k in range(120)]
+    texts = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 12))) for _ in range(80)]
+    index = BM25Index()
+    for text in texts[:40]:
+        index.add(text)
+    queries = [" ".join(rng.sample(vocabulary, 3)) for _ in range(3 * FULL_BUILD_SCANS)]
+    for k, query in enumerate(queries):
+        if k % 4 == 0:  # documents keep arriving before, during and after the full build
+            index.add(texts[len(index)])
+        np.testing.assert_array_equal(index.scores(query), scores_for(texts[: len(index)], query))
+    assert index._complete
+    while len(index) < len(texts):
+        index.add(texts[len(index)])
+    for query in queries[:8]:
+        np.testing.assert_array_equal(index.scores(query), scores_for(texts, query))
 
 
 def test_bm25_rare_terms_weigh_more() -> None:

@@ -53,6 +53,15 @@ def test_spacy_batches_and_label_filter(spacy_extractor):
     assert spacy_extractor.extract([]) == []
 
 
+def test_spacy_entities_of_a_text_do_not_depend_on_its_batch(spacy_extractor):
+    """What ``per_text`` promises (ACM extracts ahead in one batch on a restore)."""
+    from ctxmgmt.data import load_demo
+
+    texts = [t.text for t in load_demo().turns[:40]]
+    assert spacy_extractor.per_text
+    assert spacy_extractor.extract(texts) == [spacy_extractor.extract([t])[0] for t in texts]
+
+
 def test_import_of_the_component_does_not_load_spacy():
     code = "import sys, ctxmgmt.components.entities, ctxmgmt.strategies.acm; print('spacy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -90,6 +90,8 @@ class SpacyEntityExtractor:
     """
 
     uses_llm = False
+    per_text = True
+    """A text's entities do not depend on the other texts of the call (callers may batch ahead)."""
 
     def __init__(self, *, labels: Iterable[str] | None = None, batch_size: int = 64) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

@@ -242,7 +242,7 @@ class PostgresStore(SQLStore):
         if self._closed or self._pool is None:
             raise StoreError("PostgresStore is closed")
         try:
-            with self._pool.connection(timeout=self.timeout) as conn, conn.cursor() as cur:
+            with self._pool.connection(timeout=self.timeout) as conn, conn.cursor(binary=True) as cur:
                 if readonly:
                     cur.execute(_SNAPSHOT)
                 yield cur
@@ -255,7 +255,7 @@ class PostgresStore(SQLStore):
     async def _atransaction(self, *, readonly: bool = False) -> AsyncIterator[Any]:
         try:
             pool = await self._async_pool()
-            async with pool.connection(timeout=self.timeout) as conn, conn.cursor() as cur:
+            async with pool.connection(timeout=self.timeout) as conn, conn.cursor(binary=True) as cur:
                 if readonly:
                     await cur.execute(_SNAPSHOT)
                 yield cur

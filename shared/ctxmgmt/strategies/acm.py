@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxmgmt.budget import turn_tokens
-from ctxmgmt.components.entities import EntityExtractor, as_entity_extractor
+from ctxmgmt.components.entities import Entity, EntityExtractor, as_entity_extractor
 from ctxmgmt.components.llm_call import meter_calls
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
@@ -317,6 +317,7 @@ class ACMStrategy(Strategy):
         self._summaries: list[SummaryItem] = []
         self._entities: dict[str, EntityRecord] = {}
         self._log: CappedLog[str] = CappedLog(LOG_ENTRIES)
+        self._ahead: dict[int, list[Entity]] = {}  # turn -> entities extracted before it collapses
         self.summarize_calls = 0
         self.extract_calls = 0
         self._llm_calls = 0  # reset() forgets the counts of the tiers it drops
@@ -452,15 +453,8 @@ class ACMStrategy(Strategy):
         indices = [i for i in indices if i >= self._e_end]
         if not indices:
             return
-        texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in indices]
         self.extract_calls += 1
-        with meter_calls() as meter:
-            try:
-                found = self.entity_extractor.extract(texts)
-            except Exception as exc:  # keep the cascade going; the turns stay in history
-                logger.warning("entity extractor failed on turns %d-%d (%s)", indices[0], indices[-1], exc)
-                found = [[] for _ in texts]
-        self._llm_calls += meter.calls_of(self.entity_extractor, uses=len(texts))
+        found = self._entities_of(turns, indices)
         added = 0
         for index, entities in zip(indices, found, strict=False):
             time = _turn_time(turns[index])
@@ -485,6 +479,34 @@ class ACMStrategy(Strategy):
                     record.facts = kept[-MAX_FACTS:]
         self._e_end = max(self._e_end, indices[-1] + 1)
         self._log.append(f"collapsed turns {indices[0]}-{indices[-1]} to entities (+{added} new)")
+
+    def _entities_of(self, turns: Sequence[Turn], indices: list[int]) -> list[list[Entity]]:
+        """The entities of turns ``indices`` (consecutive), one list per turn.
+
+        An extractor whose result for a text does not depend on the other texts of the call
+        (``per_text``, as spaCy's) is asked once for these turns and every later one in
+        ``turns`` not asked yet; the later ones are kept until they collapse. So restoring a
+        long conversation makes one batched call instead of one call per collapse, with the
+        same entities.
+        """
+        ahead = self._ahead
+        wanted = list(indices)
+        if getattr(self.entity_extractor, "per_text", False):
+            wanted = [i for i in range(indices[0], len(turns)) if i not in ahead]
+        if wanted:
+            texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in wanted]
+            with meter_calls() as meter:
+                try:
+                    found = self.entity_extractor.extract(texts)
+                except Exception as exc:  # keep the cascade going; the turns stay in history
+                    logger.warning(
+                        "entity extractor failed on turns %d-%d (%s)", indices[0], indices[-1], exc
+                    )
+                    found = [[] for _ in indices]
+                    wanted = list(indices)
+            self._llm_calls += meter.calls_of(self.entity_extractor, uses=len(texts))
+            ahead.update(zip(wanted, found, strict=False))
+        return [ahead.pop(i, []) for i in indices]
 
     def _on_reset(self) -> None:
         self._init_tiers()
@@ -776,6 +798,7 @@ class ACMStrategy(Strategy):
         self.config = self.config_class.build(self.config, token_budget=int(saved))
         self._u_start = int(state["u_start"])
         self._e_end = int(state["e_end"])
+        self._ahead = {}
         self._lexical = BM25Index()
         for turn in self._turns:  # a word count per turn: rebuilt, not stored
             self._lexical.add(turn.text)

@@ -210,6 +210,18 @@ class Node:
         return plain_fields(self)
 
 
+@dataclass(frozen=True)
+class _TreeParts:
+    """What a topic's view needs that changes only when the topic grows (``size`` nodes)."""
+
+    size: int
+    summary: tuple[str, list[int]]
+    ids: np.ndarray
+    norm: float
+    window: np.ndarray
+    window_norm: float
+
+
 @dataclass
 class TopicTree:
     """One topic tree of the forest.
@@ -485,6 +497,8 @@ class DiscourseTreeStrategy(Strategy):
         self._active: int | None = None
         self._current: int | None = None
         self._lexical = BM25Index()  # document i = turn i; synced lazily (:meth:`_relevance`)
+        self._parts: dict[int, _TreeParts] = {}  # tree id -> its view parts (:meth:`_tree_parts`)
+        self._last_similarities: tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray]] | None = None
         self._query_rows = RowStack()  # _query_vectors stacked (node order)
         self._content_rows = RowStack()  # _vectors stacked (node order)
         self._terms: dict[int, list[str]] = {}
@@ -550,17 +564,43 @@ class DiscourseTreeStrategy(Strategy):
         return vector
 
     def _tree_summary(self, tree: TopicTree, nodes: Sequence[int] | None = None) -> tuple[str, list[int]]:
-        ids = list(tree.nodes if nodes is None else nodes)
+        """(summary text, the node ids it joins) of a topic, or of its ``nodes`` (a branch)."""
+        if nodes is None:
+            return self._tree_parts(tree).summary
+        return self._summary_of(nodes)
+
+    def _summary_of(self, nodes: Sequence[int]) -> tuple[str, list[int]]:
+        ids = list(nodes)
         if len(ids) > self.summary_items:
             ids = [ids[0], *ids[len(ids) - self.summary_items + 1 :]]
         return " | ".join(self._nodes[i].summary for i in ids), ids
+
+    def _tree_parts(self, tree: TopicTree) -> _TreeParts:
+        """The parts of a topic's view that change only when the topic grows, kept per topic."""
+        parts = self._parts.get(tree.id)
+        if parts is None or parts.size != len(tree.nodes):
+            window = np.sum([self._query_vectors[i] for i in tree.nodes[-WINDOW_NODES:]], axis=0)
+            parts = self._parts[tree.id] = _TreeParts(
+                size=len(tree.nodes),
+                summary=self._summary_of(tree.nodes),
+                ids=np.asarray(tree.nodes, dtype=np.intp),
+                norm=float(np.linalg.norm(self._tree_sums[tree.id])),
+                window=window,
+                window_norm=float(np.linalg.norm(window)),
+            )
+        return parts
 
     def _node_similarities(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cosine of ``q`` with every node's user message and with its whole turn (node order)."""
         if not self._nodes:
             return np.zeros(0), np.zeros(0)
+        last = self._last_similarities  # plan and select ask for the same query's in a row
+        if last is not None and last[0] is q and last[1] == len(self._nodes):
+            return last[2]
         queries, contents = self._matrices()
-        return dot_rows(queries, q), dot_rows(contents, q)
+        sims = dot_rows(queries, q), dot_rows(contents, q)
+        self._last_similarities = (q, len(self._nodes), sims)
+        return sims
 
     def _matrices(self) -> tuple[np.ndarray, np.ndarray]:
         """(user-message vectors, whole-turn vectors) of every node, stacked as nodes are placed or loaded."""
@@ -572,23 +612,20 @@ class DiscourseTreeStrategy(Strategy):
         query_sims, content_sims = self._node_similarities(q) if sims is None else sims
         views = []
         for tree in self._trees:
-            ids = tree.nodes
-            centroid = self._tree_sums[tree.id]
-            norm = float(np.linalg.norm(centroid))
-            window = np.sum([self._query_vectors[i] for i in ids[-WINDOW_NODES:]], axis=0)
-            window_norm = float(np.linalg.norm(window))
+            parts = self._tree_parts(tree)
+            norm, window_norm = parts.norm, parts.window_norm
             views.append(
                 TopicView(
                     id=tree.id,
-                    summary=self._tree_summary(tree)[0],
-                    similarity=float(centroid @ q / norm) if norm else 0.0,
+                    summary=parts.summary[0],
+                    similarity=float(self._tree_sums[tree.id] @ q / norm) if norm else 0.0,
                     recent=float(query_sims[tree.current]),
-                    best=float(query_sims[ids].max()),
-                    nodes=len(ids),
+                    best=float(query_sims[parts.ids].max()),
+                    nodes=parts.size,
                     active=tree.id == self._active,
-                    window=float(window @ q / window_norm) if window_norm else 0.0,
+                    window=float(parts.window @ q / window_norm) if window_norm else 0.0,
                     last_query=self._nodes[tree.current].query,
-                    content=float(content_sims[ids].max()),
+                    content=float(content_sims[parts.ids].max()),
                 )
             )
         return views
@@ -815,7 +852,10 @@ class DiscourseTreeStrategy(Strategy):
         """Every turn's relevance to ``query``: its cosine plus KadaneDial's weighted, max-scaled BM25."""
         while len(self._lexical) < len(self._turns):  # the index follows the turns (reset, restore)
             self._lexical.add(self._turns[len(self._lexical)].text)
-        return fused_relevance(self._matrices()[1], q, self._lexical, query, lexical_weight=LEXICAL_WEIGHT)
+        cosines = self._node_similarities(q)[1]
+        return fused_relevance(
+            self._matrices()[1], q, self._lexical, query, lexical_weight=LEXICAL_WEIGHT, cosines=cosines
+        )
 
     def _recall(
         self, plan: Plan, query: str, relevance: np.ndarray
@@ -1150,6 +1190,8 @@ class DiscourseTreeStrategy(Strategy):
         }
 
     def _load(self, state: dict[str, Any]) -> None:
+        self._parts.clear()
+        self._last_similarities = None
         self._vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
         for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector

@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             for n in sizes:
                 row = measure(surface, memory, n, calls=calls, embedder=embedder, cold_vectors=lenders.get(n))
                 rows.append(row)
-                print(table([row]).splitlines()[-1], flush=True)
+                print(table([row]).splitlines()[2], flush=True)  # the row, without the header
     print(table(rows))
     if args.plot and rows:
         print(f"plot written to {plot(rows, args.plot)}")

@@ -32,7 +32,7 @@ from pydantic import Field, PrivateAttr
 
 from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, adapter
 from ctxmgmt.budget import check_budget
-from ctxmgmt.converted import HistoryViews, Progress, sync_in_batches
+from ctxmgmt.converted import HistoryViews, Progress
 from ctxmgmt.session import split_current, view_context
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, Session, SessionPool
 from langchain_ctxmgmt._convert import (
@@ -429,7 +429,7 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         view = self._views.of(session)
         with session.lock, view.lock:
             past, _ = split_current(view.update(history).turns)
-            sync_in_batches(session, past, self.progress, chains=view.chains(len(past)))
+            view.sync(session, past, self.progress)
 
     # -- BaseMemory ------------------------------------------------------------------------
     def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -120,6 +120,14 @@ class ConvertedHistory(Generic[T]):
                 self._chains.extend(chain_hashes(self.turns[have:count], self._chains[-1] if have else ""))
             return self._chains[:count]
 
+    def sync(self, session: Any, past: Sequence[Turn], progress: Progress | None = None) -> None:
+        """Bring ``session`` up to ``past`` (a prefix of :attr:`turns`) with the chain hashes kept here.
+
+        :func:`sync_in_batches`: a long history reaching a fresh session is derived in batches,
+        with ``progress``.
+        """
+        sync_in_batches(session, past, progress, chains=self.chains(len(past)))
+
     def select_originals(self, context: Context, text_block: Callable[[Block], list[T]]) -> list[T]:
         """The caller's messages for what ``context`` selected (:func:`pick_originals`)."""
         return pick_originals(context, self.system_originals, self.turn_originals, text_block)

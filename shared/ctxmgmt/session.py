@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from ctxmgmt.budget import check_budget, message_tokens, messages_tokens, turn_tokens
 from ctxmgmt.context import Block, Context
-from ctxmgmt.converted import ConvertedHistory, Progress, pick_originals, sync_in_batches
+from ctxmgmt.converted import ConvertedHistory, Progress, pick_originals
 from ctxmgmt.exceptions import BudgetExceededError
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import History, Message, Turn, clean_text, group_turns, split_system
@@ -164,14 +164,15 @@ def view_context(
 
     The adapters' one selection path: ``view`` must be up to date with the caller's messages
     (:meth:`ConvertedHistory.update`) and the caller holds ``session.lock`` and ``view.lock``.
-    A long history reaching a fresh session is derived :func:`sync_in_batches`, with ``progress``.
+    A long history reaching a fresh session is derived in batches (:meth:`ConvertedHistory.sync`), with
+    ``progress``.
     """
     return build_context(
         session.strategy,
         view.messages,
         query=query,
         budget=budget,
-        sync=lambda past: sync_in_batches(session, past, progress, chains=view.chains(len(past))),
+        sync=lambda past: view.sync(session, past, progress),
         grouped=view.grouped(),
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import numpy as np
 
@@ -108,15 +108,22 @@ class BM25Index:
         self._lengths.append(len(tokens))
         postings = self._postings
         if self._complete:
-            for term, count in counts.items():
-                entry = postings.get(term)
-                if entry is None:
-                    postings[term] = [(doc, count)]
-                else:
-                    entry.append((doc, count))
+            self._post(doc, counts)
         elif postings:
             for term in counts.keys() & postings.keys():
                 postings[term].append((doc, counts[term]))
+
+    def _post(self, doc: int, counts: Counter[str], skip: Container[str] = ()) -> None:
+        """Append document ``doc`` to the postings of each of its terms not in ``skip``."""
+        postings = self._postings
+        for term, count in counts.items():
+            if term in skip:
+                continue
+            entry = postings.get(term)
+            if entry is None:
+                postings[term] = [(doc, count)]
+            else:
+                entry.append((doc, count))
 
     def _postings_of(self, term: str) -> list[tuple[int, int]]:
         """(document, term count) of every document containing ``term``, in document order."""
@@ -136,17 +143,9 @@ class BM25Index:
 
     def _build_postings(self) -> None:
         """Every term's postings in one pass over the documents (terms already gathered are kept)."""
-        postings = self._postings
-        known = set(postings)
+        known = set(self._postings)
         for doc, counts in enumerate(self._counts):
-            for term, count in counts.items():
-                if term in known:
-                    continue
-                entry = postings.get(term)
-                if entry is None:
-                    postings[term] = [(doc, count)]
-                else:
-                    entry.append((doc, count))
+            self._post(doc, counts, known)
         self._complete = True
 
     def document_share(self, term: str) -> float:

@@ -700,7 +700,7 @@ class ACMStrategy(Strategy):
             # little more than the order the lines were fitted in: drop the lowest-ranked ones.
             while entity_lines and used - counted + self._block_tokens(ENTITY_HEADER, entity_lines) > b:
                 entity_lines.remove(by_rank.pop())
-            used += (self._block_tokens(ENTITY_HEADER, entity_lines) if entity_lines else 0) - counted
+            used += self._block_tokens(ENTITY_HEADER, entity_lines) - counted  # 0 for no lines
         if entity_lines:
             covered = sorted({t for r in ranked if r.line() in set(entity_lines) for t in r.turns})
             context.blocks.append(

@@ -103,7 +103,7 @@ def best_span(gains: Sequence[float]) -> tuple[float, int, int]:
     return m_star, start, end
 
 
-SMALL_SEGMENT = 64
+SMALL_SEGMENT = 128
 """Segments up to this many turns are scanned by the plain loop of :func:`best_span`, which
 beats numpy's per-call overhead there (most segments a long history splits into are small)."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import operator
 import threading
 import warnings
 from abc import ABC
@@ -44,11 +43,10 @@ from langchain_ctxmgmt._convert import (
 from langchain_ctxmgmt._llm import complete_with
 from langchain_ctxmgmt._store import as_state_store
 
-_CONTENT = operator.attrgetter("content")
 
-
-def _parts_snapshot(content: Any) -> Any:
-    """A list content's text parts and their kinds (a plain string is its own snapshot)."""
+def _content_of(message: BaseMessage) -> Any:
+    """What conversion reads from ``message``, as a comparable snapshot (text and part kinds)."""
+    content = message.content
     if isinstance(content, str):
         return content
     return tuple(
@@ -57,21 +55,9 @@ def _parts_snapshot(content: Any) -> Any:
     )
 
 
-def _snapshots(messages: Sequence[BaseMessage]) -> tuple[list[Any]]:
-    """What conversion reads from each message, as one snapshot column (text and part kinds).
-
-    A string content (immutable) is its own snapshot, read for the whole history at C speed;
-    only list contents (which can be edited in place) are copied part by part.
-    """
-    contents = list(map(_CONTENT, messages))
-    if set(map(type, contents)) <= {str}:
-        return (contents,)
-    return ([c if type(c) is str else _parts_snapshot(c) for c in contents],)
-
-
 def _new_views() -> HistoryViews[BaseMessage]:
     """Per-session views of LangChain histories (each message converted once)."""
-    return HistoryViews(to_ctxmgmt, _snapshots)
+    return HistoryViews(to_ctxmgmt, _content_of)
 
 
 def _select(

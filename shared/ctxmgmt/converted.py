@@ -4,24 +4,21 @@ Adapters receive the whole history on every call (a LangGraph state, a chat stor
 ``Memory`` block's flushed messages). :class:`ConvertedHistory` keeps the caller's message
 objects of the previous call with their :class:`~ctxmgmt.types.Message` form and their turns, and
 on the next call converts and regroups only what changed: the work per call no longer grows
-with the history's length beyond one identity check and one snapshot read per message.
+with the history's length beyond one identity check per message.
 
 Consistency: a message is reused when it is the *same object* with an *equal content
-snapshot* as before (``snapshots``: the role and the text parts of each message's content, with
-the kind of each part, taken for the whole history in one call as columns of plain values, so
-that adapters read them at C speed and a call allocates no object per message). Replacing a
-message (LangGraph's ``add_messages`` reducer, ``RemoveMessage``, a chat store's ``set``),
-inserting or deleting one, or editing its text or parts, even in place (``message.content =
-...``, ``message.blocks[0].text = "[redacted]"``), is seen and everything from the first
-difference on is converted again; the strategy's session then compares chain hashes
-(:meth:`ctxmgmt.sessions.Session.sync`) as before. A chat store that builds new message objects
-on every read simply converts every message on every call.
+snapshot* as before (``content_of``: the role and the text parts of its content, with the kind
+of each part, cheap to compare). Replacing a message (LangGraph's ``add_messages`` reducer,
+``RemoveMessage``, a chat store's ``set``), inserting or deleting one, or editing its text or
+parts, even in place (``message.content = ...``, ``message.blocks[0].text = "[redacted]"``), is
+seen and everything from the first difference on is converted again; the strategy's session
+then compares chain hashes (:meth:`ctxmgmt.sessions.Session.sync`) as before. A chat store that
+builds new message objects on every read simply converts every message on every call.
 """
 
 from __future__ import annotations
 
 import bisect
-import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -31,13 +28,6 @@ from ctxmgmt.context import Block, Context
 from ctxmgmt.types import Message, Turn, chain_hashes
 
 T = TypeVar("T")
-
-Snapshots = Callable[[Sequence[T]], tuple[list[Any], ...]]
-"""``snapshots(messages)``: what conversion reads from each message (role, text parts and the
-kind of each part) as columns, each a list with one cheap, comparable entry per message (e.g. the
-content string itself), always the same number of columns. None: messages are compared by
-identity only (for histories whose messages are never edited in place, such as a block's own
-copies)."""
 
 
 def pick_originals(
@@ -70,8 +60,8 @@ class ConvertedHistory(Generic[T]):
     Args:
         convert: Framework message -> :class:`~ctxmgmt.types.Message` (raises
             ``InvalidMessageError`` for an unusable message).
-        snapshots: See :data:`Snapshots`; a message is converted again when its snapshot
-            differs from the last call's.
+        content_of: A cheap, comparable snapshot of what conversion reads from a message (its
+            role and text parts); a message is converted again when it differs from the last call.
 
     Attributes:
         originals: The caller's messages of the last :meth:`update`, in order.
@@ -82,12 +72,12 @@ class ConvertedHistory(Generic[T]):
         turn_originals: ``turn_originals[i]`` are the caller's messages of ``turns[i]``.
     """
 
-    def __init__(self, convert: Callable[[T], Message], snapshots: Snapshots[T] | None) -> None:
+    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any]) -> None:
         self._convert = convert
-        self._snapshots = snapshots
+        self._content_of = content_of
         self.lock = threading.RLock()
         self.originals: list[T] = []
-        self._columns: list[list[Any]] = []  # snapshot columns of ``originals`` (see Snapshots)
+        self._contents: list[Any] = []
         self.messages: list[Message] = []
         self.system: list[Message] = []
         self.system_originals: list[T] = []
@@ -108,12 +98,10 @@ class ConvertedHistory(Generic[T]):
             keep = self._common_prefix(originals)
             if keep == len(originals) == len(self.originals):
                 return self
-            added = list(originals[keep:])
-            fresh = [self._convert(m) for m in added]  # may raise: nothing changed yet
-            rows = zip(*self._snapshots(added), strict=True) if self._snapshots is not None else None
+            fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
             self._truncate(keep)
-            for offset, (original, message) in enumerate(zip(added, fresh, strict=True)):
-                self._append(keep + offset, original, () if rows is None else next(rows), message)
+            for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):
+                self._append(keep + offset, original, message)
             return self
 
     def grouped(self) -> tuple[list[Message], list[Turn]]:
@@ -151,24 +139,13 @@ class ConvertedHistory(Generic[T]):
 
     # -- internals ------------------------------------------------------------------------------
     def _common_prefix(self, originals: Sequence[T]) -> int:
-        """Length of the prefix of ``originals`` that is the same objects with the same snapshots.
-
-        Every comparison runs in C (``map`` over ``operator`` functions): this runs on every
-        call over the whole history.
-        """
-        old = self.originals
-        if all(map(operator.is_, originals, old)):  # the usual call: no list built
-            keep = min(len(originals), len(old))
-        else:
-            keep = _first_false(list(map(operator.is_, originals, old)))
-        if self._snapshots is None or keep == 0:
-            return keep
-        for column, stored in zip(self._snapshots(originals[:keep]), self._columns, strict=True):
-            if len(stored) > keep:
-                stored = stored[:keep]
-            if column != stored:
-                keep = _first_false(list(map(operator.eq, column, stored)))
-        return keep
+        old, contents, content_of = self.originals, self._contents, self._content_of
+        n = min(len(old), len(originals))
+        for i in range(n):
+            new = originals[i]
+            if new is not old[i] or content_of(new) != contents[i]:
+                return i
+        return n
 
     def _truncate(self, keep: int) -> None:
         """Drop every message from position ``keep`` on.
@@ -181,22 +158,15 @@ class ConvertedHistory(Generic[T]):
         del self.turns[t:], self.turn_originals[t:], self._turn_at[t:], self._chains[t:]
         s = bisect.bisect_left(self._system_at, regroup_from)
         del self.system[s:], self.system_originals[s:], self._system_at[s:]
-        rows = zip(*(column[regroup_from:keep] for column in self._columns), strict=True)
         pending = list(zip(self.originals[regroup_from:keep], self.messages[regroup_from:keep], strict=True))
-        del self.originals[regroup_from:], self.messages[regroup_from:]
-        for column in self._columns:
-            del column[regroup_from:]
+        del self.originals[regroup_from:], self._contents[regroup_from:], self.messages[regroup_from:]
         for offset, (original, message) in enumerate(pending):
-            self._append(regroup_from + offset, original, next(rows, ()), message)
+            self._append(regroup_from + offset, original, message)
 
-    def _append(self, position: int, original: T, snapshot: tuple[Any, ...], message: Message) -> None:
-        """Add one message; ``snapshot`` is its entry in each snapshot column (() without snapshots)."""
+    def _append(self, position: int, original: T, message: Message) -> None:
         assert position == len(self.originals)
         self.originals.append(original)
-        if len(self._columns) < len(snapshot):
-            self._columns = [[] for _ in snapshot]
-        for column, value in zip(self._columns, snapshot, strict=True):
-            column.append(value)
+        self._contents.append(self._content_of(original))
         self.messages.append(message)
         if message.role == "system":
             self.system.append(message)
@@ -214,25 +184,17 @@ class ConvertedHistory(Generic[T]):
         self.turn_originals[-1].append(original)
 
 
-def _first_false(flags: list[bool]) -> int:
-    """Index of the first false entry of ``flags``; its length when all are true."""
-    try:
-        return flags.index(False)
-    except ValueError:
-        return len(flags)
-
-
 class HistoryViews(Generic[T]):
     """One :class:`ConvertedHistory` per live session, dropped with the session (weak keys).
 
     Args:
         convert: Framework message -> core :class:`~ctxmgmt.types.Message`.
-        snapshots: See :data:`Snapshots`.
+        content_of: See :class:`ConvertedHistory`.
     """
 
-    def __init__(self, convert: Callable[[T], Message], snapshots: Snapshots[T] | None) -> None:
+    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any]) -> None:
         self._convert = convert
-        self._snapshots = snapshots
+        self._content_of = content_of
         self._views: weakref.WeakKeyDictionary[Any, ConvertedHistory[T]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
@@ -241,7 +203,7 @@ class HistoryViews(Generic[T]):
         with self._lock:
             view = self._views.get(session)
             if view is None:
-                view = self._views[session] = ConvertedHistory(self._convert, self._snapshots)
+                view = self._views[session] = ConvertedHistory(self._convert, self._content_of)
             return view
 
 

@@ -30,11 +30,6 @@ def convert(message: FrameworkMessage) -> Message:
     return Message(message.role, message.content)
 
 
-def contents(messages: list[FrameworkMessage]) -> tuple[list[Any]]:
-    """Snapshots as the adapters take them: a column with one entry per message, for all at once."""
-    return ([m.content for m in messages],)
-
-
 def expected(messages: list[FrameworkMessage]) -> tuple[list[Message], list[tuple[str, ...]]]:
     core = [Message(m.role, m.content) for m in messages]
     system, rest = split_system(core)
@@ -59,7 +54,7 @@ def chat(n: int) -> list[FrameworkMessage]:
 
 
 def test_growing_history_converts_each_message_once_and_reuses_turn_objects() -> None:
-    view = ConvertedHistory(convert, contents)
+    view = ConvertedHistory(convert, lambda m: m.content)
     messages = chat(5)
     check(view, messages)
     first_turns = list(view.turns)
@@ -73,7 +68,7 @@ def test_growing_history_converts_each_message_once_and_reuses_turn_objects() ->
 
 
 def test_replaced_deleted_inserted_and_reassigned_messages_are_seen() -> None:
-    view = ConvertedHistory(convert, contents)
+    view = ConvertedHistory(convert, lambda m: m.content)
     messages = chat(6)
     check(view, messages)
     messages[5] = FrameworkMessage("user", "a replaced question")  # LangGraph: same id, new object
@@ -89,7 +84,7 @@ def test_replaced_deleted_inserted_and_reassigned_messages_are_seen() -> None:
 
 
 def test_a_bad_message_raises_and_leaves_the_view_unchanged() -> None:
-    view = ConvertedHistory(convert, contents)
+    view = ConvertedHistory(convert, lambda m: m.content)
     messages = chat(3)
     check(view, messages)
     before = list(view.turns)
@@ -100,7 +95,7 @@ def test_a_bad_message_raises_and_leaves_the_view_unchanged() -> None:
 
 
 def test_sync_in_batches_reports_progress_and_builds_the_same_state(hashing_embedder: Any) -> None:
-    turns = [t for t in ConvertedHistory(convert, contents).update(chat(40)).turns]
+    turns = [t for t in ConvertedHistory(convert, lambda m: m.content).update(chat(40)).turns]
     past, _ = split_current(turns)
     seen: list[tuple[int, int]] = []
     batched = Session("k", KadaneDialStrategy(embedder=hashing_embedder))
@@ -118,7 +113,7 @@ def test_views_are_dropped_with_their_session() -> None:
     class Owner:
         pass
 
-    views: HistoryViews[FrameworkMessage] = HistoryViews(convert, contents)
+    views: HistoryViews[FrameworkMessage] = HistoryViews(convert, lambda m: m.content)
     owner = Owner()
     view = views.of(owner)
     assert views.of(owner) is view
@@ -133,7 +128,7 @@ def test_kept_chain_hashes_equal_fresh_ones_after_appends_and_edits():
         Message("user" if i % 2 == 0 else "assistant", f"message {i} about {'cats' if i % 3 else 'fish'}")
         for i in range(20)
     ]
-    view = ConvertedHistory(lambda m: m, lambda ms: ([m.role for m in ms], [m.text for m in ms]))
+    view = ConvertedHistory(lambda m: m, lambda m: (m.role, m.text))
     for originals in (
         history[:7],  # ends on a user message: the last turn grows next time
         history[:8],

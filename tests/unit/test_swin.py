@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from ctxmgmt import ConfigurationError, ConversationMemory, Message, SWinStrategy, Turn
-from ctxmgmt.strategies.swin import GAMMA, OVERLAP, WINDOW
+from ctxmgmt.strategies.swin import GAMMA, OVERLAP, QUERY_WEIGHT, WINDOW, MemoryItem, content_words, jaccard
 
 
 def words(text: str) -> int:
@@ -242,6 +242,51 @@ def test_budget_is_respected_and_turns_stay_whole(budget):
         if block.kind == "turns":
             assert all(len(s.turns[t].messages) == 2 for t in block.turns)
             assert block.turns == tuple(range(block.turns[0], 15))  # newest turns, contiguous
+
+
+def drop_one_at_a_time(s: SWinStrategy, query: str, budget: int) -> tuple[list[str], list[int]]:
+    """The budget rule stated directly: drop the lowest-priority item, count again, repeat; then turns."""
+    words_of_query = content_words(query)
+
+    def priority(item: MemoryItem) -> tuple[float, int]:
+        overlap = jaccard(words_of_query, content_words(item.text))
+        return s.score(item)[0] + QUERY_WEIGHT * overlap, item.window
+
+    kept = sorted(s.items, key=lambda i: (i.session, i.start, i.window))
+    verbatim = list(s.select(query).details["verbatim"])
+    dropped: list[str] = []
+
+    def total() -> int:
+        return (s._summary_block(kept).tokens if kept else 0) + s.tokens_of(verbatim)
+
+    while (kept or verbatim) and total() > budget:
+        if kept:
+            victim = min(kept, key=priority)
+            kept.remove(victim)
+            dropped.append(victim.text)
+        else:
+            verbatim.pop(0)
+    return dropped, verbatim
+
+
+def test_budget_bisection_drops_what_dropping_one_item_at_a_time_drops():
+    names = ["Bob", "Ana", "Chen", "Dmitri", "Eve", "Farah", "Goran", "Hiro", "Ines", "Jamal"]
+    cities = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Quito", "Perth", "Delhi", "Seoul", "Accra"]
+    s = SWinStrategy(token_counter=words)
+    s.add_many(
+        [
+            turn(i, f"Turn {i}: Alice met {names[i % 10]} in {cities[i * 3 % 10]} about {i * 7} boxes.")
+            for i in range(80)
+        ]
+    )
+    full = s.select("Bob in Paris")
+    assert len(full.details["items"]) >= 8
+    for budget in range(0, full.tokens + 5, 3):
+        context = s.select("Bob in Paris", budget=budget)
+        dropped, verbatim = drop_one_at_a_time(s, "Bob in Paris", budget)
+        assert context.details["dropped_items"] == dropped, budget
+        assert context.details["verbatim"] == verbatim, budget
+        assert context.tokens <= budget or not context.blocks
 
 
 def test_budget_drops_items_before_turns():

@@ -5,7 +5,8 @@ Run: ``python benchmarks/encoder.py [--data ../shared/data/locomo_dev.json] [--r
 In one process, on the bundled all-MiniLM-L6-v2 with torch's default thread count:
 
 - vectors: cosine of each backend's vector to the float model's (``SentenceTransformer.encode``)
-  over every LoCoMo dev turn text, min and mean; for int8 dynamic quantisation (measured,
+  over every LoCoMo dev turn text, min and mean, and the largest difference of a component
+  (the default frozen graph keeps float16 Linear weights); for int8 dynamic quantisation (measured,
   not offered) also how far a text's vector moves when it is embedded alone instead of in a
   batch of 64 (activations are quantised per batch);
 - build: seconds to build each backend once (trace and freeze, export and load, quantise);
@@ -83,7 +84,10 @@ def main() -> None:
     builds: dict[str, float] = {}
     start = time.perf_counter()
     frozen = _FrozenEncoder(model)
-    builds["torch (frozen graph)"] = time.perf_counter() - start
+    builds["torch (frozen graph, float16 weights)"] = time.perf_counter() - start
+    start = time.perf_counter()
+    frozen32 = _FrozenEncoder(model, half_weights=False)
+    builds["torch (frozen graph, float32 weights)"] = time.perf_counter() - start
     onnx_embedder = SentenceTransformerEmbedder(backend="onnx")
     start = time.perf_counter()
     onnx = onnx_embedder.onnx_encoder
@@ -96,27 +100,30 @@ def main() -> None:
         torch.ao.quantization.quantize_dynamic(
             quantised_model[0].auto_model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
         )
-        int8 = _FrozenEncoder(quantised_model)
+        int8 = _FrozenEncoder(quantised_model, half_weights=False)
     builds["int8 dynamic (frozen graph)"] = time.perf_counter() - start
 
     reference = model.encode(texts, batch_size=BATCH, convert_to_numpy=True)
     encoders: dict[str, Callable[[list[str]], np.ndarray]] = {
-        "torch (frozen graph)": lambda batch: frozen.encode(batch, BATCH),
+        "torch (frozen graph, float16 weights)": lambda batch: frozen.encode(batch, BATCH),
+        "torch (frozen graph, float32 weights)": lambda batch: frozen32.encode(batch, BATCH),
         "torch encode": lambda batch: model.encode(batch, batch_size=BATCH, convert_to_numpy=True),
         "onnx": lambda batch: onnx.encode(batch, BATCH),
         "int8 dynamic (frozen graph)": lambda batch: int8.encode(batch, BATCH),
     }
-    print("\nvectors against the float model (cosine over every turn text): min / mean")
+    print("\nvectors against the float model (over every turn text): cosine min / mean, max abs difference")
     for name, encode in encoders.items():
-        low, mean = cosines(encode(texts), reference)
-        print(f"  {name:28s} {low:.6f} / {mean:.6f}")
+        vectors = encode(texts)
+        low, mean = cosines(vectors, reference)
+        largest = float(np.abs(normalise(vectors) - normalise(reference)).max())
+        print(f"  {name:38s} {low:.6f} / {mean:.6f}  {largest:.1e}")
     alone = np.vstack([int8.encode([t], BATCH) for t in texts[:200]])
     low, mean = cosines(alone, int8.encode(texts[:200], BATCH))
     print(f"  int8 alone vs batched (200)  {low:.6f} / {mean:.6f}")
 
     print("\nbuild once per process, s")
     for name, seconds in builds.items():
-        print(f"  {name:28s} {seconds:.1f}")
+        print(f"  {name:38s} {seconds:.1f}")
 
     thousand = texts[:1000]
     print(f"\nspeed (load average {os.getloadavg()[0]:.2f}): query p50 ms, turn p50 ms, turns/s over 1,000")
@@ -124,7 +131,7 @@ def main() -> None:
         query_ms = p50_ms(encode, [QUERY], args.repeats)
         turn_ms = p50_ms(encode, [turn], args.repeats)
         rate = turns_per_second(encode, thousand)
-        print(f"  {name:28s} {query_ms:7.1f} {turn_ms:7.1f} {rate:7.0f}")
+        print(f"  {name:38s} {query_ms:7.1f} {turn_ms:7.1f} {rate:7.0f}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

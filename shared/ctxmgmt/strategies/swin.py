@@ -476,9 +476,9 @@ class SWinStrategy(Strategy):
         dropped_items: list[MemoryItem] = []
         dropped_turns: list[int] = []
         if budget is not None:
-            kept, dropped_items = self._fit_items(kept, priority, budget - self.tokens_of(verbatim))
-            if not kept:
-                room = budget - self.tokens_of(verbatim)
+            room = budget - self.tokens_of(verbatim)
+            kept, dropped_items = self._fit_items(kept, priority, room)
+            if not kept:  # no summary left: the oldest verbatim turns go until the rest fits
                 while verbatim and room < 0:
                     room += self._turn_tokens[verbatim[0]]
                     dropped_turns.append(verbatim.pop(0))

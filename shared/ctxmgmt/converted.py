@@ -62,6 +62,8 @@ class ConvertedHistory(Generic[T]):
             ``InvalidMessageError`` for an unusable message).
         content_of: A cheap, comparable snapshot of what conversion reads from a message (its
             role and text parts); a message is converted again when it differs from the last call.
+            None: messages are compared by identity only (for histories whose messages are
+            never edited in place, such as a memory block's own copies).
 
     Attributes:
         originals: The caller's messages of the last :meth:`update`, in order.
@@ -72,7 +74,7 @@ class ConvertedHistory(Generic[T]):
         turn_originals: ``turn_originals[i]`` are the caller's messages of ``turns[i]``.
     """
 
-    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any]) -> None:
+    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any] | None) -> None:
         self._convert = convert
         self._content_of = content_of
         self.lock = threading.RLock()
@@ -143,7 +145,7 @@ class ConvertedHistory(Generic[T]):
         n = min(len(old), len(originals))
         for i in range(n):
             new = originals[i]
-            if new is not old[i] or content_of(new) != contents[i]:
+            if new is not old[i] or (content_of is not None and content_of(new) != contents[i]):
                 return i
         return n
 
@@ -166,7 +168,7 @@ class ConvertedHistory(Generic[T]):
     def _append(self, position: int, original: T, message: Message) -> None:
         assert position == len(self.originals)
         self.originals.append(original)
-        self._contents.append(self._content_of(original))
+        self._contents.append(None if self._content_of is None else self._content_of(original))
         self.messages.append(message)
         if message.role == "system":
             self.system.append(message)
@@ -192,7 +194,7 @@ class HistoryViews(Generic[T]):
         content_of: See :class:`ConvertedHistory`.
     """
 
-    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any]) -> None:
+    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any] | None) -> None:
         self._convert = convert
         self._content_of = content_of
         self._views: weakref.WeakKeyDictionary[Any, ConvertedHistory[T]] = weakref.WeakKeyDictionary()

@@ -140,3 +140,16 @@ def test_kept_chain_hashes_equal_fresh_ones_after_appends_and_edits():
         view.update(originals)
         for count in (len(view.turns), len(view.turns) - 1, 0):
             assert view.chains(count) == chain_hashes(view.turns[:count])
+
+
+def test_without_snapshots_messages_are_compared_by_identity_only() -> None:
+    """``content_of=None`` (a block's own copies): a replaced object is converted again, nothing else."""
+    messages = chat(3)
+    view = ConvertedHistory(convert, None)
+    view.update(messages)
+    conversions = [m.conversions[0] for m in messages]
+    view.update(messages)
+    assert [m.conversions[0] for m in messages] == conversions  # nothing converted again
+    messages[3] = FrameworkMessage("user", "question 1, reworded")
+    check(view, messages)
+    assert messages[3].conversions[0] == 1

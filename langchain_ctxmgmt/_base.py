@@ -8,7 +8,6 @@ These bases only translate LangChain messages to and from :class:`ctxmgmt.Messag
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import threading
@@ -33,6 +32,7 @@ from pydantic import Field, PrivateAttr
 from ctxmgmt import Block, ConfigurationError, Context, InvalidMessageError, Strategy, adapter
 from ctxmgmt.budget import check_budget
 from ctxmgmt.converted import HistoryViews, Progress
+from ctxmgmt.offload import run_blocking
 from ctxmgmt.session import split_current, view_context
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, Session, SessionPool
 from langchain_ctxmgmt._convert import (
@@ -444,10 +444,10 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         return self._load(self.chat_memory.messages, self._query(inputs))
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`; the selection runs in a worker thread."""
+        """Async :meth:`load_memory_variables`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
         query = self._query(inputs)
         history = await self.chat_memory.aget_messages()
-        return await asyncio.to_thread(self._load, history, query)
+        return await run_blocking(self._load, history, query)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the user input and the model output to the history, and index the new turn.
@@ -460,10 +460,10 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         self._sync(self.chat_memory.messages)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`; indexing (embedding) runs in a worker thread."""
+        """Async :meth:`save_context`: indexes (embeds) on a pooled thread (:mod:`ctxmgmt.offload`)."""
         await self.chat_memory.aadd_messages(self._new_messages(inputs, outputs))
         history = await self.chat_memory.aget_messages()
-        await asyncio.to_thread(self._sync, history)
+        await run_blocking(self._sync, history)
 
     def clear(self) -> None:
         """Forget the conversation (history and derived state)."""
@@ -650,8 +650,8 @@ class StrategyMiddleware(adapter.SelectionRecord, AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | AIMessage:
-        """Async :meth:`wrap_model_call`; the selection runs in a worker thread."""
-        selected = await asyncio.to_thread(self.select_messages, request)
+        """Async :meth:`wrap_model_call`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
+        selected = await run_blocking(self.select_messages, request)
         return await handler(request.override(messages=selected))  # type: ignore[arg-type]
 
 

@@ -11,7 +11,6 @@ Subclasses define their strategy's parameters as fields and implement ``_make_st
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import warnings
@@ -50,6 +49,7 @@ from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import HistoryViews
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
+from ctxmgmt.offload import run_blocking
 from ctxmgmt.session import split_current, view_context
 from ctxmgmt.sessions import DEFAULT_MAX_SESSIONS, MessageLog, Session, SessionPool
 from ctxmgmt.strategies.base import Strategy
@@ -519,9 +519,9 @@ class StrategyMemory(SelectionRecord, BaseChatStoreMemory):
     async def aget(
         self, input: QueryInput = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
-        """Async :meth:`get`: reads the store asynchronously, selects in a worker thread."""
+        """Async :meth:`get`: async store read, selection on a pooled thread (:mod:`ctxmgmt.offload`)."""
         originals = await self.aget_all()
-        return await asyncio.to_thread(self._select, originals, input, initial_token_count)
+        return await run_blocking(self._select, originals, input, initial_token_count)
 
     # -- the lossless history -------------------------------------------------------------
     def get_all(self) -> list[ChatMessage]:
@@ -758,7 +758,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
 
     async def aclear_session(self, session_id: str | None = None) -> None:
         """Async :meth:`clear_session`."""
-        await asyncio.to_thread(self.clear_session, session_id)
+        await run_blocking(self.clear_session, session_id)
 
     def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
         """Every message flushed into the block for ``session_id``, as received (lossless)."""
@@ -806,9 +806,9 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             converted.setdefault(session, []).append(usable)
         for session, ms in by_session.items():
             log = self._log(session)
-            history, core = await asyncio.to_thread(self._history, session)  # loaded before appending
+            history, core = await run_blocking(self._history, session)  # loaded before appending
             if log is not None:
-                await asyncio.to_thread(log.append, [m.model_dump(mode="json") for m in ms])
+                await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
             with self._lock:
                 history.extend(ms)
                 core.extend(converted[session])
@@ -843,7 +843,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         empty: Any = "" if self.output == "text" else []
         if not query or not self._history(session_id)[0]:
             return empty
-        context, selected = await asyncio.to_thread(self._select, session_id, query, self.token_limit)
+        context, selected = await run_blocking(self._select, session_id, query, self.token_limit)
         content = self._format(context, selected)
         if content:
             self._issued[id(content)] = (session_id, query, context.tokens)
@@ -860,7 +860,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         budget = tokens - tokens_to_truncate
         if budget <= 0:
             return None
-        context, selected = await asyncio.to_thread(self._select, session_id, query, budget)
+        context, selected = await run_blocking(self._select, session_id, query, budget)
         truncated = self._format(context, selected)
         return truncated or None
 

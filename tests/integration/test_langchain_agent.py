@@ -328,7 +328,9 @@ async def test_async_agent(middleware, monkeypatch):
     question = "What name did I give the grey cat I adopted from the shelter?"
     received, full, result = await arun_agent(middleware, question)  # checks whole turns in order
 
-    assert threads and threads[0] is not threading.main_thread()  # awrap_model_call, off the loop
+    # awrap_model_call selects off the loop, on ctxmgmt's long-lived pool (warm torch threads)
+    assert threads and threads[0] is not threading.main_thread()
+    assert threads[0].name.startswith("ctxmgmt") and threads[0].is_alive()
     assert CAT in sent_turn_indices(received[1:-1], full)
     assert len(sent_turn_indices(received[1:-1], full)) <= 2
     assert len(result["messages"]) == len(full) + 1

@@ -6,6 +6,7 @@ The LLMs are LlamaIndex's own mocks, subclassed to record exactly what they rece
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.tools import FunctionTool
 
+from ctxmgmt import KadaneDialStrategy
 from ctxmgmt.exceptions import ConfigurationError
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory
 from tests.adapters.test_llamaindex_contract import (
@@ -401,6 +403,28 @@ async def ask_block(block: Any, history: list[ChatMessage] | None = None, **kwar
     await memory.aput_messages(conversation() if history is None else history)
     await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
     return await memory.aget()
+
+
+def test_sync_memory_get_selects_on_threads_that_outlive_its_event_loops(hashing_embedder, monkeypatch):
+    # Memory.get runs aget in a new event loop per call; the block's selection must not get a new
+    # thread (and a new torch thread team) each time, as asyncio.to_thread would give it.
+    threads: list[threading.Thread] = []
+    select = KadaneDialStrategy.select
+
+    def recording_select(self: KadaneDialStrategy, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread())
+        return select(self, *args, **kwargs)
+
+    monkeypatch.setattr(KadaneDialStrategy, "select", recording_select)
+    block = KadaneDialBlock(embed_model=hashing_embedder)
+    memory = memory_with_block(block)
+    memory.put_messages(conversation())
+    for _ in range(3):
+        result = memory.get(input=SOURDOUGH_QUERY)
+        assert SOURDOUGH <= turns_present(result)
+
+    assert len(threads) >= 3
+    assert all(t.name.startswith("ctxmgmt") and t.is_alive() for t in threads)
 
 
 async def test_memory_block_brings_back_relevant_flushed_turns(hashing_embedder):

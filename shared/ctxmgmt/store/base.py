@@ -16,7 +16,6 @@ pickled; every SQL statement is parameterised; any string is a valid session key
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ctxmgmt.exceptions import CtxMgmtError
+from ctxmgmt.offload import run_blocking
 
 SCHEMA_VERSION = 1
 """Version of the stored layout; a stored session of another version is rebuilt."""
@@ -219,14 +219,14 @@ class StateStore(Protocol):
 
 
 class AsyncStateStore:
-    """Async variants of :class:`StateStore` methods, run in a worker thread by default.
+    """Async variants of :class:`StateStore` methods, run on pooled threads by default.
 
-    Backends with a native async driver (PostgreSQL) override them.
+    The threads are :mod:`ctxmgmt.offload`'s. Backends with a native async driver (PostgreSQL) override them.
     """
 
     async def aload(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """Async :meth:`StateStore.load`."""
-        return await asyncio.to_thread(self.load, key, turns=turns)  # type: ignore[attr-defined]
+        return await run_blocking(self.load, key, turns=turns)  # type: ignore[attr-defined]
 
     async def aappend(
         self,
@@ -238,7 +238,7 @@ class AsyncStateStore:
         config: Mapping[str, Any],
     ) -> int:
         """Async :meth:`StateStore.append`."""
-        return await asyncio.to_thread(
+        return await run_blocking(
             self.append,  # type: ignore[attr-defined]
             key,
             entries,
@@ -249,8 +249,8 @@ class AsyncStateStore:
 
     async def atruncate(self, key: str, turns: int, *, expected_version: int) -> int:
         """Async :meth:`StateStore.truncate`."""
-        return await asyncio.to_thread(self.truncate, key, turns, expected_version=expected_version)  # type: ignore[attr-defined]
+        return await run_blocking(self.truncate, key, turns, expected_version=expected_version)  # type: ignore[attr-defined]
 
     async def adelete(self, key: str) -> None:
         """Async :meth:`StateStore.delete`."""
-        await asyncio.to_thread(self.delete, key)  # type: ignore[attr-defined]
+        await run_blocking(self.delete, key)  # type: ignore[attr-defined]

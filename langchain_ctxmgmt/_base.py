@@ -428,7 +428,7 @@ class StrategyMemory(adapter.SelectionRecord, BaseMemory, ABC):
         session = self._session()
         view = self._views.of(session)
         with session.lock, view.lock:
-            past, _ = split_current(view.update(history).turns)
+            past, _ = split_current(view.update(history, check=False).turns)  # selections check
             view.sync(session, past, self.progress)
 
     # -- BaseMemory ------------------------------------------------------------------------

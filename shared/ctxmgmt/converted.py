@@ -89,21 +89,31 @@ class ConvertedHistory(Generic[T]):
         self._turn_at: list[int] = []  # position in ``originals`` of each turn's first message
         self._chains: list[str] = []  # chain hashes of the first turns (see :meth:`chains`)
 
-    def update(self, originals: Sequence[T]) -> ConvertedHistory[T]:
+    def update(self, originals: Sequence[T], *, check: bool = True) -> ConvertedHistory[T]:
         """Bring the view in line with ``originals`` (converting only what changed); returns self.
+
+        ``check=False`` is for calls that only index new messages (LangChain's ``save_context``):
+        when ``originals`` extends the last call's history (its last message is the same object
+        at the same place) only the messages after it are converted, and the content check of
+        the earlier ones, which reads every message, waits for the next checked call. Selections
+        always check, so an edit made in between is still found before it can matter.
 
         Raises:
             InvalidMessageError: a new or changed message cannot be converted (the view is then
                 left as it was before the call).
         """
         with self.lock:
-            keep = self._common_prefix(originals)
+            have = len(self.originals)
+            extends = len(originals) >= have and (have == 0 or originals[have - 1] is self.originals[-1])
+            keep = have if not check and extends else self._common_prefix(originals)
             if keep == len(originals) == len(self.originals):
                 return self
             fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
             self._truncate(keep)
+            content_of = self._content_of
             for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):
-                self._append(keep + offset, original, message)
+                content = None if content_of is None else content_of(original)
+                self._append(keep + offset, original, message, content)
             return self
 
     def grouped(self) -> tuple[list[Message], list[Turn]]:
@@ -160,15 +170,21 @@ class ConvertedHistory(Generic[T]):
         del self.turns[t:], self.turn_originals[t:], self._turn_at[t:], self._chains[t:]
         s = bisect.bisect_left(self._system_at, regroup_from)
         del self.system[s:], self.system_originals[s:], self._system_at[s:]
-        pending = list(zip(self.originals[regroup_from:keep], self.messages[regroup_from:keep], strict=True))
+        kept = slice(regroup_from, keep)
+        pending = list(zip(self.originals[kept], self.messages[kept], self._contents[kept], strict=True))
         del self.originals[regroup_from:], self._contents[regroup_from:], self.messages[regroup_from:]
-        for offset, (original, message) in enumerate(pending):
-            self._append(regroup_from + offset, original, message)
+        for offset, (original, message, content) in enumerate(pending):
+            self._append(regroup_from + offset, original, message, content)
 
-    def _append(self, position: int, original: T, message: Message) -> None:
+    def _append(self, position: int, original: T, message: Message, content: Any) -> None:
+        """Add ``original`` (converted: ``message``; snapshot: ``content``) at ``position``.
+
+        A regrouped message keeps the snapshot taken when it was converted: after an unchecked
+        update it may have been edited since, and the next check must still see that.
+        """
         assert position == len(self.originals)
         self.originals.append(original)
-        self._contents.append(None if self._content_of is None else self._content_of(original))
+        self._contents.append(content)
         self.messages.append(message)
         if message.role == "system":
             self.system.append(message)

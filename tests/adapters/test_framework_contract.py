@@ -34,10 +34,11 @@ import copy
 import json
 import pickle
 import warnings
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar
 
 import pytest
+import pytest_asyncio
 from langchain.agents import create_agent
 from langchain_classic.chains import ConversationChain
 from langchain_core.language_models.fake import FakeListLLM
@@ -384,9 +385,13 @@ class TestTopicThreadMemory(LlamaIndexMemoryContract):
 # -- LlamaIndex Memory blocks -------------------------------------------------------------------
 
 
+OPEN_MEMORIES: list[Memory] = []
+"""``Memory`` objects made by :func:`memory_with`, whose database engines a test disposes of."""
+
+
 def memory_with(block: li.StrategyMemoryBlock, session_id: str = "alice", **kwargs: Any) -> Memory:
     """A ``Memory`` of 400 tokens whose queue holds 160 (flushing 60 at a time) with ``block``."""
-    return Memory.from_defaults(
+    memory = Memory.from_defaults(
         session_id=session_id,
         token_limit=400,
         chat_history_token_ratio=0.4,
@@ -395,6 +400,8 @@ def memory_with(block: li.StrategyMemoryBlock, session_id: str = "alice", **kwar
         async_database_uri="sqlite+aiosqlite:///:memory:",
         **kwargs,
     )
+    OPEN_MEMORIES.append(memory)
+    return memory
 
 
 def contribution(result: list[ChatMessage], queue: list[ChatMessage]) -> str:
@@ -409,6 +416,19 @@ class LlamaIndexBlockContract:
 
     block_class: ClassVar[type[li.StrategyMemoryBlock]]
     kwargs: ClassVar[dict[str, Any]] = {}
+
+    @pytest_asyncio.fixture(autouse=True, loop_scope="function")
+    async def dispose_memories(self) -> AsyncIterator[None]:
+        """Close the test's ``Memory`` databases in its own event loop, before the loop closes.
+
+        Otherwise a connection closed by the garbage collector later hands its result to a
+        closed loop (an exception in aiosqlite's thread, reported as a warning).
+        """
+        yield
+        while OPEN_MEMORIES:
+            engine = OPEN_MEMORIES.pop().sql_store._async_engine
+            if engine is not None:
+                await engine.dispose()
 
     @pytest.fixture
     def make_block(self, hashing_embedder):

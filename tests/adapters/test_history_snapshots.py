@@ -50,3 +50,20 @@ def test_llamaindex_view_sees_block_text_and_role_edited_in_place() -> None:
     plain[1].role = "user"  # a role reassigned in place
     view.update([*plain, image])
     assert view.messages[1].role == "user"
+
+
+def test_langchain_classic_add_defers_the_check_and_the_next_load_sees_an_edit(hashing_embedder) -> None:
+    """``save_context`` reads only the new turn; ``load_memory_variables`` still finds an earlier edit."""
+    from langchain_ctxmgmt import KadaneDialMemory
+
+    memory = KadaneDialMemory(embedder=hashing_embedder, return_messages=True)
+    memory.save_context({"input": "My locker code is 4312."}, {"output": "Noted."})
+    memory.save_context({"input": "I like hiking."}, {"output": "Nice."})
+    memory.chat_memory.messages[0].content = "My locker code is [redacted]."  # edited in place
+    memory.save_context({"input": "What is a good trail?"}, {"output": "Try the ridge trail."})
+
+    selected = memory.load_memory_variables({"input": "What is my locker code?"})["history"]
+
+    texts = [m.content for m in selected]
+    assert "My locker code is [redacted]." in texts and not any("4312" in t for t in texts)
+    assert all("4312" not in t.text for t in memory.strategy.turns)

@@ -153,3 +153,38 @@ def test_without_snapshots_messages_are_compared_by_identity_only() -> None:
     messages[3] = FrameworkMessage("user", "question 1, reworded")
     check(view, messages)
     assert messages[3].conversions[0] == 1
+
+
+def test_an_unchecked_update_converts_only_appended_messages_and_the_next_check_sees_edits() -> None:
+    """``check=False`` (an add): the earlier messages are not read; the next checked update finds edits."""
+    reads: list[int] = []
+
+    def content_of(message: FrameworkMessage) -> Any:
+        reads.append(id(message))
+        return message.content
+
+    messages = chat(4)
+    view = ConvertedHistory(convert, content_of)
+    view.update(messages)
+    messages[3].content = "edited in place before the add"
+    messages += [FrameworkMessage("user", "question 4"), FrameworkMessage("assistant", "answer 4")]
+    reads.clear()
+
+    view.update(messages, check=False)
+
+    assert reads == [id(m) for m in messages[-2:]]  # only the appended messages' snapshots
+    assert view.turns[1].messages[0].text == "question 1"  # the edit is not seen yet
+    assert messages[-1].conversions[0] == 1
+    check(view, messages)  # a checked update (a selection) sees the edit and regroups from it
+    assert view.turns[1].messages[0].text == "edited in place before the add"
+
+
+def test_an_unchecked_update_of_a_history_that_does_not_extend_the_last_checks_everything() -> None:
+    messages = chat(4)
+    view = ConvertedHistory(convert, lambda m: m.content)
+    view.update(messages)
+    replaced = [*messages[:-1], FrameworkMessage("assistant", "answer 3, regenerated")]
+    view.update(replaced, check=False)
+    assert view.turns[-1].messages[-1].text == "answer 3, regenerated"
+    view.update(replaced[:3], check=False)  # shorter: compared like a checked update
+    assert [t.messages[0].text for t in view.turns] == ["question 0"]

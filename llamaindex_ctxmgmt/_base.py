@@ -71,6 +71,12 @@ DEFAULT_TOKEN_LIMIT = 3000
 DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 """Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
 
+DEFAULT_BLOCK_TOKENS = 9000
+"""Most tokens a block selects when its ``token_limit`` is None and its strategy has no budget
+of its own: the share LlamaIndex's ``Memory`` leaves its blocks by default (token_limit 30,000
+x (1 - chat_history_token_ratio 0.7)). Without a bound a long conversation's selection could
+run to tens of thousands of tokens that ``Memory`` would count and then truncate away."""
+
 SUMMARY_CACHE = 32
 """Distinct summary texts whose ChatMessage objects are reused across gets."""
 
@@ -637,6 +643,10 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         strict role alternation, with ``InsertMethod.USER``: in the system message, text the user
         (or a summarising model) wrote would gain system authority.
 
+    Budget: ``token_limit`` tokens at most; None (default) means the strategy's own budget
+    (ACM's ``token_budget``) or else :data:`DEFAULT_BLOCK_TOKENS` (9,000, the share ``Memory``
+    leaves its blocks by default).
+
     Truncation: with ``priority`` >= 1 (default 1), when the blocks and the queue exceed
     ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
     smaller budget (least relevant turns go first) instead of dropping everything.
@@ -663,7 +673,9 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
     priority: int = Field(default=1, description="Truncation priority (0 = never truncate).")
     token_limit: int | None = Field(
-        default=None, description="Most tokens the block returns (None: Memory's own limit applies)."
+        default=None,
+        description="Most tokens the block returns (None: the strategy's own budget, else 9,000; "
+        "Memory truncates further when its token_limit asks).",
     )
     output: Literal["messages", "text"] = Field(
         default="messages", description="Return the selected turns as ChatMessages or as one text."
@@ -843,13 +855,19 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         empty: Any = "" if self.output == "text" else []
         if not query or not self._history(session_id)[0]:
             return empty
-        context, selected = await run_blocking(self._select, session_id, query, self.token_limit)
+        context, selected = await run_blocking(self._select, session_id, query, self._budget())
         content = self._format(context, selected)
         if content:
             self._issued[id(content)] = (session_id, query, context.tokens)
             while len(self._issued) > 64:
                 self._issued.popitem(last=False)
         return content or empty
+
+    def _budget(self) -> int | None:
+        """``token_limit``; when None, :data:`DEFAULT_BLOCK_TOKENS` unless the strategy budgets itself."""
+        if self.token_limit is None and budget_param(self.strategy_class) is None:
+            return DEFAULT_BLOCK_TOKENS
+        return self.token_limit
 
     async def atruncate(self, content: Any, tokens_to_truncate: int) -> Any:
         """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits."""

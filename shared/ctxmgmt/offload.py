@@ -3,11 +3,11 @@
 ``asyncio.to_thread`` uses the running loop's default executor, and a synchronous framework
 call that wraps its async twin in ``asyncio.run`` (LlamaIndex ``Memory.get``) starts a new loop,
 and so a new thread, on every call. PyTorch's OpenMP runtime keeps one team of compute
-threads per calling thread, and the idle workers of each new team spin for a while: on 2 CPU
-cores a query embedding on a fresh thread per call took 22.6 ms against 6.3 ms on a reused
-one, and ``Memory.get`` with a TopicThread block 33.8 ms against 15.0 ms at 300 turns
-(``benchmarks/adapter_overhead.py``'s block surface). :func:`run_blocking` runs the work on
-threads that outlive loops, so successive calls find their compute threads warm.
+threads per calling thread, and the idle workers of each new team spin for a while, taking
+the cores from the next call's. :func:`run_blocking` runs the work on threads that outlive
+loops, so successive calls find their compute threads warm. ``Memory.get`` with a
+TopicThread / DiscourseTree block at 300 turns on 2 CPU cores went from 27.9 / 38.4 ms to
+22.8 / 22.5 ms p50 (``benchmarks/adapter_overhead.py``, the README's runs before and after).
 """
 
 from __future__ import annotations

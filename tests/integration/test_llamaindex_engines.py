@@ -37,6 +37,7 @@ from llama_index.core.tools import FunctionTool
 from ctxmgmt import KadaneDialStrategy
 from ctxmgmt.exceptions import ConfigurationError
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory
+from llamaindex_ctxmgmt._base import DEFAULT_BLOCK_TOKENS
 from tests.adapters.test_llamaindex_contract import (
     MARATHON,
     MARATHON_QUERY,
@@ -425,6 +426,41 @@ def test_sync_memory_get_selects_on_threads_that_outlive_its_event_loops(hashing
 
     assert len(threads) >= 3
     assert all(t.name.startswith("ctxmgmt") and t.is_alive() for t in threads)
+
+
+async def test_block_without_token_limit_selects_at_most_memorys_default_block_share(
+    hashing_embedder, monkeypatch
+):
+    # token_limit None: the block selects within 9,000 tokens (what Memory leaves its blocks by
+    # default), not everything relevant in a long conversation, which Memory would count and cut.
+    budgets: list[int | None] = []
+    select = KadaneDialStrategy.select
+
+    def recording_select(self: KadaneDialStrategy, query: str, *, budget: int | None = None) -> Any:
+        budgets.append(budget)
+        return select(self, query, budget=budget)
+
+    monkeypatch.setattr(KadaneDialStrategy, "select", recording_select)
+    block = KadaneDialBlock(embed_model=hashing_embedder)
+    memory = memory_with_block(block)
+    flushed = [  # as Memory flushes them: tagged with its session
+        ChatMessage(
+            role=m.role,
+            content=f"{m.content} (copy {k}, {'with more words ' * 16})",
+            additional_kwargs={"session_id": "session-1"},
+        )
+        for k in range(60)
+        for m in conversation()
+    ]
+    await block.aput(flushed)
+    await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
+    await memory.aget()
+
+    assert budgets[0] == DEFAULT_BLOCK_TOKENS and block.last_context is not None
+    strategy = block._strategy_for("session-1")
+    unbounded = select(strategy, SOURDOUGH_QUERY).tokens
+    assert unbounded > DEFAULT_BLOCK_TOKENS  # the bound mattered
+    assert select(strategy, SOURDOUGH_QUERY, budget=budgets[0]).tokens <= DEFAULT_BLOCK_TOKENS
 
 
 async def test_memory_block_brings_back_relevant_flushed_turns(hashing_embedder):

@@ -72,7 +72,7 @@ DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 """Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
 
 DEFAULT_BLOCK_TOKENS = 9000
-"""Most tokens a block selects when its ``token_limit`` is None and its strategy has no budget
+"""Most tokens a block returns when its ``token_limit`` is None and its strategy has no budget
 of its own: the share LlamaIndex's ``Memory`` leaves its blocks by default (token_limit 30,000
 x (1 - chat_history_token_ratio 0.7)). Without a bound a long conversation's selection could
 run to tens of thousands of tokens that ``Memory`` would count and then truncate away."""
@@ -643,9 +643,9 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         strict role alternation, with ``InsertMethod.USER``: in the system message, text the user
         (or a summarising model) wrote would gain system authority.
 
-    Budget: ``token_limit`` tokens at most; None (default) means the strategy's own budget
-    (ACM's ``token_budget``) or else :data:`DEFAULT_BLOCK_TOKENS` (9,000, the share ``Memory``
-    leaves its blocks by default).
+    Budget: ``token_limit`` tokens at most. None (default): the strategy's own selection (ACM's
+    within its ``token_budget``), selected again within :data:`DEFAULT_BLOCK_TOKENS` (9,000, the
+    share ``Memory`` leaves its blocks by default) when it is larger.
 
     Truncation: with ``priority`` >= 1 (default 1), when the blocks and the queue exceed
     ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
@@ -674,8 +674,8 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     priority: int = Field(default=1, description="Truncation priority (0 = never truncate).")
     token_limit: int | None = Field(
         default=None,
-        description="Most tokens the block returns (None: the strategy's own budget, else 9,000; "
-        "Memory truncates further when its token_limit asks).",
+        description="Most tokens the block returns (None: the strategy's own selection, at most "
+        "9,000 tokens; Memory truncates further when its token_limit asks).",
     )
     output: Literal["messages", "text"] = Field(
         default="messages", description="Return the selected turns as ChatMessages or as one text."
@@ -855,7 +855,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         empty: Any = "" if self.output == "text" else []
         if not query or not self._history(session_id)[0]:
             return empty
-        context, selected = await run_blocking(self._select, session_id, query, self._budget())
+        context, selected = await run_blocking(self._select_capped, session_id, query)
         content = self._format(context, selected)
         if content:
             self._issued[id(content)] = (session_id, query, context.tokens)
@@ -863,11 +863,16 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
                 self._issued.popitem(last=False)
         return content or empty
 
-    def _budget(self) -> int | None:
-        """``token_limit``; when None, :data:`DEFAULT_BLOCK_TOKENS` unless the strategy budgets itself."""
-        if self.token_limit is None and budget_param(self.strategy_class) is None:
-            return DEFAULT_BLOCK_TOKENS
-        return self.token_limit
+    def _select_capped(self, session_id: str | None, query: str) -> tuple[Context, list[ChatMessage]]:
+        """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None."""
+        context, selected = self._select(session_id, query, self.token_limit)
+        if (
+            self.token_limit is None
+            and context.tokens > DEFAULT_BLOCK_TOKENS
+            and budget_param(self.strategy_class) is None
+        ):
+            context, selected = self._select(session_id, query, DEFAULT_BLOCK_TOKENS)
+        return context, selected
 
     async def atruncate(self, content: Any, tokens_to_truncate: int) -> Any:
         """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits."""

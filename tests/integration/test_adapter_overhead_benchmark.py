@@ -7,25 +7,18 @@ adapters' strategies really hold the conversation that was loaded and grown.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "adapter_overhead.py"
+from tests.integration.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("adapter_overhead_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("adapter_overhead")
 
 
 def test_quick_run_reports_every_surface_and_memory(bench: ModuleType, tmp_path: Path) -> None:

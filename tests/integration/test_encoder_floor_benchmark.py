@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,19 +10,13 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests.integration.benchmark_scripts import load_benchmark
 from tests.unit.test_bench_loaders import LOCOMO
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "encoder_floor.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("encoder_floor_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("encoder_floor")
 
 
 @pytest.mark.parametrize("tokens", [12, 96, 200])

@@ -8,26 +8,19 @@ no lost / leaked / duplicated records, no mismatch after kill -9, a bounded pool
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "persistence.py"
+from tests.integration.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("persistence_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("persistence")
 
 
 def test_restart_rederives_nothing(bench: ModuleType, postgres_dsn: str, tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from encoder import p50_ms  # noqa: E402  (the scripts next to this one)
 from scaling import conversation  # noqa: E402
 
 from ctxmgmt.bench.data import load_locomo  # noqa: E402
@@ -86,17 +87,6 @@ def matmul_gflops(rows: int, config: Any, repeats: int) -> float:
     return work / best / 1e9
 
 
-def p50_ms(embedder: SentenceTransformerEmbedder, text: str, repeats: int) -> float:
-    """Median milliseconds of embedding ``text`` alone (after a warm-up call)."""
-    embedder.embed([text])
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        embedder.embed([text])
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1000, help="turns of the conversation (default 1000)")
@@ -122,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     embedder.embed(texts)
     measured_all = time.perf_counter() - start
-    measured_one = p50_ms(embedder, one_turn, max(args.repeats, 10))
+    measured_one = p50_ms(embedder.embed, [one_turn], max(args.repeats, 10))
 
     figures = {
         "data": args.data,

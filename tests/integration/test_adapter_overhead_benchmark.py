@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.integration.benchmark_scripts import load_benchmark
+from tests.helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from tests.integration.benchmark_scripts import load_benchmark
+from tests.helpers import load_benchmark
 from tests.unit.test_bench_loaders import LOCOMO
 
 

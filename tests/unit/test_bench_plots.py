@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from ctxmgmt.context import Block, Context
 from ctxmgmt.types import Message
+from tests.helpers import load_benchmark
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -50,21 +49,13 @@ def test_plot_tradeoff_skips_undefined_metrics(tmp_path):
     assert plot_tradeoff(summaries, tmp_path / "t.png").read_bytes().startswith(PNG)
 
 
-def load_scaling():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "scaling.py"
-    spec = importlib.util.spec_from_file_location("scaling_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_scaling_script_runs_every_memory(tmp_path, monkeypatch, hashing_embedder):
     pytest.importorskip("matplotlib")
     import ctxmgmt.components.embedder as embedder_module
     from ctxmgmt.registry import MEMORIES
 
     monkeypatch.setattr(embedder_module, "default_embedder", lambda: hashing_embedder)
-    scaling = load_scaling()
+    scaling = load_benchmark("scaling")
     turns = scaling.conversation(300)
     assert len({t.fingerprint for t in turns}) == 300  # repeats are made distinct
     out = tmp_path / "rows.json"

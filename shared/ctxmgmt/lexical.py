@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -65,22 +66,14 @@ def _stem(word: str) -> str:
     return word
 
 
-FULL_BUILD_SCANS = 32
-"""First-time term scans after which :class:`BM25Index` builds every term's postings at once (a
-pass over all documents costs about as much as 30-60 scans on the demo conversation)."""
-
-
 class BM25Index:
     """Append-only BM25 index; document ``i`` is the ``i``-th added text.
 
-    Adding a document keeps its term counts; a term's postings (documents and counts) are
-    gathered the first time a query asks for the term and kept up to date from then on. So
-    indexing costs one tokenisation per document (restoring a stored 1,000-turn conversation
-    indexes it in a few milliseconds) and a query pays one scan of the documents per term it
-    meets for the first time. After ``FULL_BUILD_SCANS`` such scans every term's postings are
-    built in one pass and kept from then on, so queries stop paying per-term scans (their
-    cost no longer grows with the number of documents); the pass costs about as much as the
-    scans before it. Scores are the same either way.
+    Each term keeps its postings as two flat arrays (documents, counts) that grow as documents
+    are added, so a query costs one vectorised pass per query term over that term's postings:
+    nothing is gathered on a query's first use of a term, so no query pays for a scan of the
+    whole history (indexing pays instead: about 30 ms for the 1,000 turns of a restored demo
+    conversation, 0.1-0.2 ms per query from 1,000 to 10,000 turns).
 
     Args:
         k1: Term-frequency saturation (1.2, the usual Okapi default).
@@ -90,11 +83,8 @@ class BM25Index:
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1 = k1
         self.b = b
-        self._counts: list[Counter[str]] = []
-        self._lengths: list[int] = []
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        self._scans = 0  # first-time term scans so far
-        self._complete = False  # every term has its postings (built in one pass)
+        self._lengths = array("d")  # tokens per document
+        self._postings: dict[str, tuple[array[int], array[float]]] = {}  # term -> (documents, counts)
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -103,54 +93,20 @@ class BM25Index:
         """Index one more document."""
         doc = len(self._lengths)
         tokens = tokenize(text)
-        counts = Counter(tokens)
-        self._counts.append(counts)
         self._lengths.append(len(tokens))
         postings = self._postings
-        if self._complete:
-            self._post(doc, counts)
-        elif postings:
-            for term in counts.keys() & postings.keys():
-                postings[term].append((doc, counts[term]))
-
-    def _post(self, doc: int, counts: Counter[str], skip: Container[str] = ()) -> None:
-        """Append document ``doc`` to the postings of each of its terms not in ``skip``."""
-        postings = self._postings
-        for term, count in counts.items():
-            if term in skip:
-                continue
+        for term, count in Counter(tokens).items():
             entry = postings.get(term)
             if entry is None:
-                postings[term] = [(doc, count)]
+                postings[term] = (array("q", (doc,)), array("d", (count,)))
             else:
-                entry.append((doc, count))
-
-    def _postings_of(self, term: str) -> list[tuple[int, int]]:
-        """(document, term count) of every document containing ``term``, in document order."""
-        entry = self._postings.get(term)
-        if entry is not None:
-            return entry
-        if self._complete:
-            return []
-        self._scans += 1
-        if self._scans > FULL_BUILD_SCANS:
-            self._build_postings()
-            return self._postings.get(term, [])
-        entry = [(doc, counts[term]) for doc, counts in enumerate(self._counts) if term in counts]
-        if entry:  # a term no document has is not kept: queries cannot grow the index
-            self._postings[term] = entry
-        return entry
-
-    def _build_postings(self) -> None:
-        """Every term's postings in one pass over the documents (terms already gathered are kept)."""
-        known = set(self._postings)
-        for doc, counts in enumerate(self._counts):
-            self._post(doc, counts, known)
-        self._complete = True
+                entry[0].append(doc)
+                entry[1].append(count)
 
     def document_share(self, term: str) -> float:
         """Share (0-1) of the documents containing ``term`` (a :func:`tokenize` token)."""
-        return len(self._postings_of(term)) / len(self._lengths) if self._lengths else 0.0
+        entry = self._postings.get(term)
+        return len(entry[0]) / len(self._lengths) if entry is not None else 0.0
 
     def without_common_words(self, text: str, max_share: float) -> str:
         """``text`` without the words whose tokens all occur in more than ``max_share`` of the documents.
@@ -172,17 +128,17 @@ class BM25Index:
         out = np.zeros(n, dtype=np.float64)
         if n == 0:
             return out
-        lengths = np.asarray(self._lengths, dtype=np.float64)
+        lengths = np.array(self._lengths, dtype=np.float64)
         avgdl = max(lengths.mean(), 1.0)
+        saturation = self.k1 * (1 - self.b + self.b * lengths / avgdl)  # per document
         for term in sorted(set(tokenize(query))):  # a fixed order: sums repeat exactly
-            postings = self._postings_of(term)
-            if not postings:
+            entry = self._postings.get(term)
+            if entry is None:
                 continue
-            idf = math.log(1.0 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            docs = np.fromiter((d for d, _ in postings), dtype=np.int64, count=len(postings))
-            tfs = np.fromiter((t for _, t in postings), dtype=np.float64, count=len(postings))
-            denom = tfs + self.k1 * (1 - self.b + self.b * lengths[docs] / avgdl)
-            out[docs] += idf * tfs * (self.k1 + 1) / denom
+            docs = np.array(entry[0], dtype=np.int64)  # copies: the arrays may grow later
+            tfs = np.array(entry[1], dtype=np.float64)
+            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            out[docs] += idf * tfs * (self.k1 + 1) / (tfs + saturation[docs])
         return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -275,26 +276,40 @@ def test_bm25_is_incremental() -> None:
     np.testing.assert_allclose(index.scores("cat food"), scores_for(texts, "cat food"))
 
 
-def test_bm25_full_build_after_many_scans_scores_the_same() -> None:
-    """Past FULL_BUILD_SCANS first-time terms the index builds every posting; scores are unchanged."""
-    from ctxmgmt.lexical import FULL_BUILD_SCANS
-
+def test_bm25_growing_index_scores_as_one_built_at_once() -> None:
+    """Documents arriving between queries: every score equals a fresh index's over the same texts."""
     rng = random.Random(7)
     vocabulary = [f"word{k}" for k in range(120)]
     texts = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 12))) for _ in range(80)]
     index = BM25Index()
     for text in texts[:40]:
         index.add(text)
-    queries = [" ".join(rng.sample(vocabulary, 3)) for _ in range(3 * FULL_BUILD_SCANS)]
+    queries = [" ".join(rng.sample(vocabulary, 3)) for _ in range(96)]
     for k, query in enumerate(queries):
-        if k % 4 == 0:  # documents keep arriving before, during and after the full build
+        if k % 3 == 0 and len(index) < len(texts):
             index.add(texts[len(index)])
         np.testing.assert_array_equal(index.scores(query), scores_for(texts[: len(index)], query))
-    assert index._complete
-    while len(index) < len(texts):
-        index.add(texts[len(index)])
-    for query in queries[:8]:
-        np.testing.assert_array_equal(index.scores(query), scores_for(texts, query))
+        for term in query.split():
+            share = sum(term in t.split() for t in texts[: len(index)]) / len(index)
+            assert index.document_share(term) == pytest.approx(share)
+
+
+def test_bm25_scores_are_okapi_bm25() -> None:
+    """Okapi BM25 (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))), term by term."""
+    texts = ["cat shelter adoption cat", "weather in paris", "cat food brands", "car tyres and cat"]
+    docs = [tokenize(t) for t in texts]
+    avgdl = sum(map(len, docs)) / len(docs)
+    query = "cat food weather"
+    expected = []
+    for doc in docs:
+        total = 0.0
+        for term in sorted(set(tokenize(query))):
+            df = sum(term in d for d in docs)
+            tf = doc.count(term)
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            total += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / avgdl)) if df else 0.0
+        expected.append(total)
+    np.testing.assert_allclose(scores_for(texts, query), expected, rtol=1e-12)
 
 
 def test_bm25_rare_terms_weigh_more() -> None:

@@ -644,8 +644,8 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         (or a summarising model) wrote would gain system authority.
 
     Budget: ``token_limit`` tokens at most. None (default): the strategy's own selection (ACM's
-    within its ``token_budget``), selected again within :data:`DEFAULT_BLOCK_TOKENS` (9,000, the
-    share ``Memory`` leaves its blocks by default) when it is larger.
+    within its ``token_budget``), cut to :data:`DEFAULT_BLOCK_TOKENS` (9,000, the share
+    ``Memory`` leaves its blocks by default) when it is larger.
 
     Truncation: with ``priority`` >= 1 (default 1), when the blocks and the queue exceed
     ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
@@ -864,13 +864,16 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         return content or empty
 
     def _select_capped(self, session_id: str | None, query: str) -> tuple[Context, list[ChatMessage]]:
-        """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None."""
+        """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None.
+
+        A strategy whose budget only trims (``budget_only_trims``) selects once, within the cap;
+        one whose budget can add (TopicThread fills it) keeps its own selection when that fits.
+        """
+        capped = self.token_limit is None and budget_param(self.strategy_class) is None
+        if capped and self.strategy_class.budget_only_trims:
+            return self._select(session_id, query, DEFAULT_BLOCK_TOKENS)
         context, selected = self._select(session_id, query, self.token_limit)
-        if (
-            self.token_limit is None
-            and context.tokens > DEFAULT_BLOCK_TOKENS
-            and budget_param(self.strategy_class) is None
-        ):
+        if capped and context.tokens > DEFAULT_BLOCK_TOKENS:
             context, selected = self._select(session_id, query, DEFAULT_BLOCK_TOKENS)
         return context, selected
 

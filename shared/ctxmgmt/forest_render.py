@@ -53,6 +53,8 @@ def forest_text(
 
     One header line per topic (``Topic k (active): n turns``), then one line per node,
     ``[turn] (branch) node summary``, children indented under their parent in id order.
+    A topic only some of whose nodes are given (each with its parent) is drawn with those,
+    and its header says how many are left out.
 
     Args:
         nodes: Nodes (``id``, ``branch``, ``parent``, ``summary``), in id order.
@@ -61,10 +63,10 @@ def forest_text(
         active_path: Node ids to star (root first).
 
     Returns:
-        The text (``"(empty forest)"`` without nodes).
+        The text (``"(empty forest)"`` without trees).
     """
     nodes, trees = _plain(nodes), _plain(trees)
-    if not nodes:
+    if not trees:
         return "(empty forest)"
     by_id = {n["id"]: n for n in nodes}
     on_path = set(active_path)
@@ -74,8 +76,13 @@ def forest_text(
     lines: list[str] = []
     for tree in trees:
         mark = " (active)" if tree["id"] == active_tree else ""
-        lines.append(f"Topic {tree['id'] + 1}{mark}: {len(tree['nodes'])} turns")
-        stack: list[tuple[int, str, bool]] = [(tree["nodes"][0], "", True)]
+        ids = tree["nodes"]
+        left_out = sum(i not in by_id for i in ids)
+        note = f" ({left_out} not drawn)" if left_out else ""
+        lines.append(f"Topic {tree['id'] + 1}{mark}: {len(ids)} turns{note}")
+        if ids[0] not in by_id:
+            continue
+        stack: list[tuple[int, str, bool]] = [(ids[0], "", True)]
         while stack:
             node, prefix, last = stack.pop()
             n = by_id[node]

@@ -34,9 +34,9 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.tools import FunctionTool
 
-from ctxmgmt import KadaneDialStrategy
+from ctxmgmt import KadaneDialStrategy, TopicThreadStrategy
 from ctxmgmt.exceptions import ConfigurationError
-from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory
+from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory, TopicThreadBlock
 from llamaindex_ctxmgmt._base import DEFAULT_BLOCK_TOKENS
 from tests.adapters.test_llamaindex_contract import (
     MARATHON,
@@ -428,39 +428,47 @@ def test_sync_memory_get_selects_on_threads_that_outlive_its_event_loops(hashing
     assert all(t.name.startswith("ctxmgmt") and t.is_alive() for t in threads)
 
 
+@pytest.mark.parametrize(
+    ("block_class", "strategy_class", "first_budgets"),
+    [
+        # its budget only trims: one selection, within the cap
+        (KadaneDialBlock, KadaneDialStrategy, [DEFAULT_BLOCK_TOKENS]),
+        # its budget fills: its own selection first, then again within the cap as it is larger
+        (TopicThreadBlock, TopicThreadStrategy, [None, DEFAULT_BLOCK_TOKENS]),
+    ],
+)
 async def test_block_without_token_limit_selects_at_most_memorys_default_block_share(
-    hashing_embedder, monkeypatch
+    block_class, strategy_class, first_budgets, hashing_embedder, monkeypatch
 ):
     # token_limit None: the block returns at most 9,000 tokens (what Memory leaves its blocks by
     # default), not everything relevant in a long conversation, which Memory would count and cut.
     budgets: list[int | None] = []
-    select = KadaneDialStrategy.select
+    select = strategy_class.select
 
-    def recording_select(self: KadaneDialStrategy, query: str, *, budget: int | None = None) -> Any:
+    def recording_select(self: Any, query: str, *, budget: int | None = None) -> Any:
         budgets.append(budget)
         return select(self, query, budget=budget)
 
-    monkeypatch.setattr(KadaneDialStrategy, "select", recording_select)
-    block = KadaneDialBlock(embed_model=hashing_embedder)
+    monkeypatch.setattr(strategy_class, "select", recording_select)
+    block = block_class(embed_model=hashing_embedder)
     memory = memory_with_block(block)
     flushed = [  # as Memory flushes them: tagged with its session
         ChatMessage(
             role=m.role,
-            content=f"{m.content} (copy {k}, {'with more words ' * 16})",
+            content=f"{m.content} (copy {k}, {'with more words ' * 200})",
             additional_kwargs={"session_id": "session-1"},
         )
-        for k in range(60)
+        for k in range(10)
         for m in conversation()
     ]
     await block.aput(flushed)
     await memory.aput(ChatMessage(role="user", content=SOURDOUGH_QUERY))
     await memory.aget()
 
-    # the strategy's own selection first; larger than 9,000 tokens, so selected again within them
-    assert budgets[:2] == [None, DEFAULT_BLOCK_TOKENS]
+    assert budgets[: len(first_budgets)] == first_budgets
     strategy = block._strategy_for("session-1")
     assert select(strategy, SOURDOUGH_QUERY).tokens > DEFAULT_BLOCK_TOKENS
-    assert select(strategy, SOURDOUGH_QUERY, budget=budgets[1]).tokens <= DEFAULT_BLOCK_TOKENS
+    assert select(strategy, SOURDOUGH_QUERY, budget=DEFAULT_BLOCK_TOKENS).tokens <= DEFAULT_BLOCK_TOKENS
 
 
 async def test_memory_block_brings_back_relevant_flushed_turns(hashing_embedder):

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from ctxmgmt import ConfigurationError, Message, Turn
+from ctxmgmt import ConfigurationError, Message, Turn, kadane_dial
 from ctxmgmt.components.decider import BranchDecision, EmbeddedDecider, LLMDecider, TopicDecision
 from ctxmgmt.components.summarizer import BriefSummarizer
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
@@ -185,6 +185,21 @@ def test_budget_drops_summaries_first_then_oldest_path_turns(hashing_embedder):
     tighter = s.select("and the Louvre?", budget=s.tokens_of([2, 5]))
     assert tighter.turn_indices == [2, 5] and tighter.details["dropped_turns"] == [0]
     assert full.tokens > tight.tokens
+
+
+def test_the_explanation_draws_only_the_turns_in_the_context_and_those_above_them(hashing_embedder):
+    s = forest(hashing_embedder)  # topic 1: 0 -> 1 (side branch) and 0 -> 2 -> 5; topic 2: 3 -> 4
+    assert s.render(trees=[0], turns={5}).splitlines() == [
+        "Topic 1 (active): 4 turns (1 not drawn)",
+        *[line for line in s.render(trees=[0]).splitlines()[1:] if "[1]" not in line],
+    ]
+    assert s.render(trees=[1], turns=set()) == "Topic 2: 2 turns (2 not drawn)"
+    assert s.render(trees=[0, 1], turns={1, 4}).count("not drawn") == 0  # 4 brings 3, 1 brings 0
+    full = s.select("and the Louvre?")  # the side branch is summarised: every turn is drawn
+    assert "[1]" in full.explain() and "not drawn" not in full.explain()
+    tight = s.select("and the Louvre?", budget=s.tokens_of([0, 2, 5]))  # summaries dropped
+    assert "Topic 1 (active): 4 turns (1 not drawn)" in tight.details["explain"]
+    assert "[1]" not in tight.explain() and "*[5]" in tight.explain()
 
 
 # -- explanation and persistence ---------------------------------------------------------------------
@@ -606,6 +621,36 @@ def test_returning_to_an_earlier_topic_brings_its_turns_back_verbatim_within_bud
     tight = s.select(query, budget=budget)
     assert tight.tokens <= budget and {3, 4, 5} <= set(tight.turn_indices)
     assert set(tight.details["dropped_turns"]) <= {0, 1, 2} and tight.details["dropped_turns"]
+
+
+def test_the_same_query_is_scored_once_until_a_turn_is_placed(hashing_embedder, monkeypatch):
+    # Memory truncating a block selects the same query again: the second selection only trims.
+    import ctxmgmt.strategies.discourse_tree as module
+
+    passes: list[int] = []
+
+    def counting(signal, **kwargs):
+        passes.append(len(signal))
+        return kadane_dial(signal, **kwargs)
+
+    monkeypatch.setattr(module, "kadane_dial", counting)
+    s = make(ScriptedDecider(topics={TAXES[0]: ("create", None)}), hashing_embedder, theta_fork=1.0)
+    feed(s, [*BAKING, *TAXES])
+    passes.clear()
+    query = "Back to the sourdough starter Bubbles: how often should I feed the sourdough?"
+    full = s.select(query)
+    budget = s.tokens_of([3, 4, 5]) + s.tokens_of([0])
+    tight = s.select(query, budget=budget)
+    assert passes == [6] and tight.tokens <= budget < full.tokens
+    s.add(turn(6, "Which flour for the starter?"))
+    assert s.select(query).details["recalled"]["0"] == full.details["recalled"]["0"]
+    assert passes == [6, 7]
+    clone = make(ScriptedDecider(), hashing_embedder, theta_fork=1.0)  # same length, other turns
+    feed(clone, [*TAXES, *BAKING, "Which flour for the starter?"])
+    passes.clear()
+    s.load_state(clone.to_state())  # scored again on the restored turns, not taken from before
+    assert s.select(query).details["recalled"] == clone.select(query).details["recalled"]
+    assert passes == [7, 7]
 
 
 def test_a_short_follow_up_split_off_its_topic_comes_back_with_it_within_budget(hashing_embedder):

@@ -722,3 +722,41 @@ def test_trim_to_budget_drops_exactly_what_the_definition_drops():
             expected, scores, protected, tokens, budget
         )
         assert actual == expected
+
+
+def test_the_same_query_is_scored_once_until_the_turns_change(hashing_embedder, monkeypatch) -> None:
+    # Memory truncating a block selects the same query again: the second selection only trims.
+    import ctxmgmt.strategies.kadanedial as module
+
+    passes: list[int] = []
+
+    def counting(scores, **kwargs):
+        passes.append(len(scores))
+        return kadane_dial(scores, **kwargs)
+
+    monkeypatch.setattr(module, "kadane_dial", counting)
+    strategy = make(hashing_embedder)
+    query = "car engine rattling exhaust mechanic"
+    full = strategy.select(query)
+    trimmed = strategy.select(query, budget=full.tokens // 2)
+    assert passes == [N]
+    assert trimmed.tokens <= full.tokens // 2 < full.tokens
+    assert strategy.select("garden tomato plants").turn_indices and passes == [N, N]
+
+    strategy.add(turns()[0])  # a new turn: scored again, over every turn
+    strategy.select(query)
+    assert passes[-1] == N + 1
+
+    strategy.reset()  # other turns, as many as before: scored again, on them
+    strategy.add_many(list(reversed(turns())) + [turns()[0]])
+    again = strategy.select(query)
+    assert passes[-1] == N + 1
+    fresh = KadaneDialStrategy(embedder=hashing_embedder)
+    fresh.add_many(strategy.turns)
+    assert again.turn_indices == fresh.select(query).turn_indices != full.turn_indices
+
+    restored = make(hashing_embedder)  # scored the query on the old turns, then restored
+    restored.add(turns()[0])
+    assert restored.select(query).turn_indices == full.turn_indices
+    restored.load_state(strategy.to_state())
+    assert restored.select(query).turn_indices == again.turn_indices

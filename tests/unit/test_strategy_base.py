@@ -9,7 +9,10 @@ import pytest
 
 from ctxmgmt import ConfigurationError, Context, Message, Strategy, Turn
 from ctxmgmt.budget import message_tokens
+from ctxmgmt.data import load_demo
 from ctxmgmt.framing import frame_memory
+from ctxmgmt.registry import MEMORIES
+from ctxmgmt.strategies import TopicThreadStrategy
 
 
 def words(text: str) -> int:
@@ -147,3 +150,34 @@ def test_stored_config_names_the_components_whose_output_a_state_keeps():
     assert list(stored["built_with"]) == ["token_counter"]  # no embedder: nothing else kept as is
     assert isinstance(stored["built_with"]["token_counter"], str)
     assert json.loads(json.dumps(stored)) == stored
+
+
+# -- budget_only_trims: a cap can be passed as the budget (one selection instead of two) ----------
+def _strategy(cls: type[Strategy], embedder: Any) -> Strategy:
+    return cls(embedder=embedder) if "embedder" in cls.components else cls()
+
+
+@pytest.mark.parametrize("cls", [c for c in MEMORIES.values() if isinstance(c, type) and c.budget_only_trims])
+def test_a_budget_the_selection_fits_in_changes_nothing(cls, hashing_embedder):
+    demo = load_demo()
+    strategy = _strategy(cls, hashing_embedder)
+    strategy.add_many(demo.turns)
+    for question in demo.questions[:6]:
+        unbounded = strategy.select(question.question)
+        fitted = strategy.select(question.question, budget=unbounded.tokens)
+        roomy = strategy.select(question.question, budget=10 * unbounded.tokens)
+        tighter = strategy.select(question.question, budget=unbounded.tokens - 1)
+        blocks = [(b.kind, b.turns, b.text) for b in unbounded.blocks]
+        assert [(b.kind, b.turns, b.text) for b in fitted.blocks] == blocks
+        assert [(b.kind, b.turns, b.text) for b in roomy.blocks] == blocks
+        assert tighter.tokens < unbounded.tokens  # the budget cuts
+
+
+def test_topic_thread_fills_its_budget_so_it_does_not_claim_to_only_trim(hashing_embedder):
+    demo = load_demo()
+    strategy = TopicThreadStrategy(embedder=hashing_embedder)
+    strategy.add_many(demo.turns)
+    question = demo.questions[0].question
+    unbounded = strategy.select(question)
+    assert not TopicThreadStrategy.budget_only_trims
+    assert strategy.select(question, budget=10 * unbounded.tokens).tokens != unbounded.tokens

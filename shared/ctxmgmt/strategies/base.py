@@ -42,6 +42,10 @@ class Strategy(ABC):
     components: ClassVar[tuple[str, ...]] = ()
     llm_component: ClassVar[str | None] = None
     """The component an adapter's ``llm=`` stands in for (``"summarizer"``/``"decider"``); None: no LLM."""
+    budget_only_trims: ClassVar[bool] = False
+    """True when ``select(q, budget=b)`` is ``select(q)`` whenever that fits in ``b`` tokens (the
+    budget only cuts, never adds), so a caller with a cap selects once, within it, instead of
+    selecting unbounded and then again within the cap."""
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -461,6 +461,7 @@ class DiscourseTreeStrategy(Strategy):
 
     name = "discourse_tree"
     llm_component = "decider"
+    budget_only_trims = True
     config_class = DiscourseTreeConfig
     components = ("embedder", "decider", "summarizer")
     config: DiscourseTreeConfig
@@ -499,6 +500,7 @@ class DiscourseTreeStrategy(Strategy):
         self._lexical = BM25Index()  # document i = turn i; synced lazily (:meth:`_relevance`)
         self._parts: dict[int, _TreeParts] = {}  # tree id -> its view parts (:meth:`_tree_parts`)
         self._last_similarities: tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray]] | None = None
+        self._last_scored: tuple[tuple[str, int], tuple[np.ndarray, list[int]]] | None = None
         self._query_rows = RowStack()  # _query_vectors stacked (node order)
         self._content_rows = RowStack()  # _vectors stacked (node order)
         self._terms: dict[int, list[str]] = {}
@@ -857,13 +859,28 @@ class DiscourseTreeStrategy(Strategy):
             self._matrices()[1], q, self._lexical, query, lexical_weight=LEXICAL_WEIGHT, cosines=cosines
         )
 
+    def _scored(self, query: str, q: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """(every turn's relevance, the turns KadaneDial finds in it) for ``query``.
+
+        Kept for the last query until a turn is placed: a memory block selects the same query
+        again when LlamaIndex ``Memory`` truncates it, and then only trims.
+        """
+        key = (query, len(self._nodes))
+        if self._last_scored is not None and self._last_scored[0] == key:
+            return self._last_scored[1]
+        relevance = self._relevance(query, q)
+        signal = shape_signal(relevance, sharpness=SHARPNESS, neighbour_weight=NEIGHBOUR_WEIGHT)
+        scored = relevance, kadane_dial(signal, tau=TUNED_TAU).selected
+        self._last_scored = (key, scored)
+        return scored
+
     def _recall(
-        self, plan: Plan, query: str, relevance: np.ndarray
+        self, plan: Plan, query: str, relevance: np.ndarray, found: Sequence[int]
     ) -> tuple[dict[int, list[int]], list[str]]:
         """Earlier topics that come back verbatim: ``{tree: its turns to show}`` and why, one line each.
 
-        Turns are found as KadaneDial finds them (:func:`ctxmgmt.kadane.kadane_dial` over the
-        shaped relevance, with KadaneDial's tuned values); each topic holding one is scored by
+        ``found`` are the turns KadaneDial finds in the shaped ``relevance`` (:meth:`_scored`,
+        with KadaneDial's tuned values); each topic holding one is scored by
         its best such turn. The best topic comes back, and every other whose score is at least
         ``recall_ratio`` of it, at most ``recall_topics`` in all; each with the turns of its node
         list within ``recall_window`` of its best turn (a short topic: all of it). A topic opened
@@ -876,9 +893,8 @@ class DiscourseTreeStrategy(Strategy):
         """
         if not self.recall_topics or not self._nodes:
             return {}, []
-        signal = shape_signal(relevance, sharpness=SHARPNESS, neighbour_weight=NEIGHBOUR_WEIGHT)
         best: dict[int, int] = {}
-        for i in kadane_dial(signal, tau=TUNED_TAU).selected:
+        for i in found:
             tree = self._nodes[i].tree
             if tree not in best or relevance[i] > relevance[best[tree]]:
                 best[tree] = i
@@ -969,8 +985,8 @@ class DiscourseTreeStrategy(Strategy):
             return context
         plan = self._plan(query)
         q = self._query_vector(query)
-        relevance = self._relevance(query, q) if self.recall_topics else np.zeros(n)
-        recalled, recall_lines = self._recall(plan, query, relevance)
+        relevance, found = self._scored(query, q) if self.recall_topics else (np.zeros(n), [])
+        recalled, recall_lines = self._recall(plan, query, relevance, found)
         path_only = self.path(plan.parent) if plan.tree is not None else []
         extra = {i for ids in recalled.values() for i in ids} - set(path_only)
         recent = [i for i in range(max(0, n - self.recent_turns), n) if i not in path_only]
@@ -1034,7 +1050,9 @@ class DiscourseTreeStrategy(Strategy):
         lines = self._decision_lines(plan)
         lines.extend(recall_lines)
         shown_trees = {plan.tree, *recalled, *(s.tree for s in kept)} - {None}
-        lines.extend(self.render(plan, trees=sorted(t for t in shown_trees if t is not None)).splitlines())
+        in_context = {*verbatim, *path, *(i for s in kept for i in s.turns)}
+        drawn = sorted(t for t in shown_trees if t is not None)
+        lines.extend(self.render(plan, trees=drawn, turns=in_context).splitlines())
         if dropped_sections:
             lines.append(
                 "dropped for the budget: "
@@ -1092,21 +1110,34 @@ class DiscourseTreeStrategy(Strategy):
         return active, (self.path(anchor) if active is not None else [])
 
     def render(
-        self, plan: Plan | Mapping[str, Any] | None = None, *, trees: Sequence[int] | None = None
+        self,
+        plan: Plan | Mapping[str, Any] | None = None,
+        *,
+        trees: Sequence[int] | None = None,
+        turns: Collection[int] | None = None,
     ) -> str:
         """The forest as a text tree; ``*`` marks the active path (of ``plan``, else the current one).
 
         Each line shows ``[turn] (branch) node summary`` (:func:`ctxmgmt.forest_render.forest_text`).
         ``plan`` is a :class:`Plan` or its dict (``context.details["plan"]``); ``trees``, tree
-        ids, draws only those topics (``select``'s explanation: the ones in the context, so its
-        cost does not grow with the forest). For pictures, see :meth:`render_html` (HTML page)
-        and :meth:`plot` (PNG).
+        ids, draws only those topics, and ``turns`` only those turns of them, with the active
+        path and every turn above them (``select``'s explanation: the topics and turns in the
+        context, so its cost does not grow with the forest or with a topic). For pictures, see
+        :meth:`render_html` (HTML page) and :meth:`plot` (PNG).
         """
         active, path = self._highlight(plan)
-        if trees is None:
-            return forest_text(self._nodes, self._trees, active_tree=active, active_path=path)
-        drawn = [self._trees[t] for t in trees]
-        nodes = sorted((self._nodes[i] for t in drawn for i in t.nodes), key=lambda n: n.id)
+        drawn = self._trees if trees is None else [self._trees[t] for t in trees]
+        ids: Iterable[int]
+        if turns is None:
+            ids = range(len(self._nodes)) if trees is None else (i for t in drawn for i in t.nodes)
+        else:
+            kept, ids = {t.id for t in drawn}, set()
+            for turn in {*turns, *path}:  # each turn with the turns above it, each walked once
+                node: int | None = turn
+                while node is not None and node not in ids and self._nodes[node].tree in kept:
+                    ids.add(node)
+                    node = self._nodes[node].parent
+        nodes = [self._nodes[i] for i in sorted(ids)]
         return forest_text(nodes, drawn, active_tree=active, active_path=path)
 
     def render_html(
@@ -1192,6 +1223,7 @@ class DiscourseTreeStrategy(Strategy):
     def _load(self, state: dict[str, Any]) -> None:
         self._parts.clear()
         self._last_similarities = None
+        self._last_scored = None
         self._vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
         for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector

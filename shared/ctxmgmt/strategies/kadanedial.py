@@ -12,13 +12,16 @@ import numpy as np
 from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_queries, normalise
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs
-from ctxmgmt.kadane import TAU, THETA, kadane_dial, shape_signal
+from ctxmgmt.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import StrategyConfig, param
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
+
+_Scored = tuple[np.ndarray, np.ndarray, KadaneResult]
+"""(relevance, signal, KadaneDial's result) of one query."""
 
 LEXICAL_WEIGHT = 0.3
 """Weight of the max-scaled BM25 score added to the cosine score (tuned on LoCoMo dev)."""
@@ -122,6 +125,7 @@ class KadaneDialStrategy(Strategy):
     """
 
     name = "kadanedial"
+    budget_only_trims = True
     config_class = KadaneDialConfig
     components = ("embedder",)
     config: KadaneDialConfig
@@ -141,6 +145,7 @@ class KadaneDialStrategy(Strategy):
         self._rows = RowStack()  # the vectors stacked, for scoring
         self._lexical = BM25Index()
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
+        self._scored: tuple[str, _Scored] | None = None  # the last query's scores (see _score)
 
     # -- incremental state -------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:
@@ -154,8 +159,10 @@ class KadaneDialStrategy(Strategy):
         self._rows.extend(vectors)
         for text in texts:
             self._lexical.add(text)
+        self._scored = None
 
     def _on_reset(self) -> None:
+        self._scored = None
         self._vectors.clear()
         self._rows.clear()
         self._lexical = BM25Index()
@@ -210,9 +217,7 @@ class KadaneDialStrategy(Strategy):
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if n == 0:
             return context
-        relevance = self.relevance(query)
-        scores = self.signal(relevance)
-        result = kadane_dial(scores, tau=self.tau, theta=self.theta)
+        relevance, scores, result = self._score(query)
         recent = set(range(max(0, n - self.keep_last), n))
         chosen = set(result.selected) | recent
         dropped: list[int] = []
@@ -244,6 +249,21 @@ class KadaneDialStrategy(Strategy):
         )
         return context
 
+    def _score(self, query: str) -> _Scored:
+        """(relevance, signal, KadaneDial's result) for ``query``, kept until the turns change.
+
+        A memory block selects the same query again when LlamaIndex ``Memory`` truncates its
+        content; the second selection then only trims (about half of a selection over 10,000
+        turns is the Kadane passes).
+        """
+        if self._scored is not None and self._scored[0] == query:
+            return self._scored[1]
+        relevance = self.relevance(query)
+        scores = self.signal(relevance)
+        scored = (relevance, scores, kadane_dial(scores, tau=self.tau, theta=self.theta))
+        self._scored = (query, scored)
+        return scored
+
     # -- persistence ----------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
         """The turn embeddings (restored without re-embedding)."""
@@ -255,6 +275,7 @@ class KadaneDialStrategy(Strategy):
             self._embeddings.put(turn.fingerprint, vector)
             self._lexical.add(turn.text)
         self._vectors = vectors
+        self._scored = None
         self._rows.clear()
         self._rows.extend(vectors)
 

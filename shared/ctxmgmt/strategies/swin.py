@@ -199,6 +199,7 @@ class SWinStrategy(Strategy):
 
     name = "swin"
     llm_component = "summarizer"
+    budget_only_trims = True
     config_class = SWinConfig
     components = ("summarizer",)
     config: SWinConfig

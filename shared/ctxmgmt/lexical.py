@@ -7,6 +7,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -66,14 +67,27 @@ def _stem(word: str) -> str:
     return word
 
 
+_Postings = int | tuple[int, int] | tuple["array[int]", "array[float]"]
+"""One term's postings in :class:`BM25Index` (see its ``_postings``)."""
+
+
+def _single(entry: _Postings) -> tuple[int, int] | None:
+    """(document, count) of postings that hold one document, else None."""
+    if isinstance(entry, int):
+        return entry, 1
+    doc, count = entry
+    return (doc, count) if isinstance(doc, int) and isinstance(count, int) else None
+
+
 class BM25Index:
     """Append-only BM25 index; document ``i`` is the ``i``-th added text.
 
     Each term keeps its postings as two flat arrays (documents, counts) that grow as documents
-    are added, so a query costs one vectorised pass per query term over that term's postings:
-    nothing is gathered on a query's first use of a term, so no query pays for a scan of the
-    whole history (indexing pays instead: about 30 ms for the 1,000 turns of a restored demo
-    conversation, 0.1-0.2 ms per query from 1,000 to 10,000 turns).
+    are added; a term only one document has keeps just that document and count, as most terms
+    of a short conversation do. A query costs one vectorised pass per query term over that
+    term's postings and gathers nothing, so no query pays for a scan of the whole history
+    (indexing pays instead: about 30 ms for the 1,000 turns of a restored demo conversation;
+    0.1-0.2 ms per query from 1,000 to 10,000 turns).
 
     Args:
         k1: Term-frequency saturation (1.2, the usual Okapi default).
@@ -84,7 +98,10 @@ class BM25Index:
         self.k1 = k1
         self.b = b
         self._lengths = array("d")  # tokens per document
-        self._postings: dict[str, tuple[array[int], array[float]]] = {}  # term -> (documents, counts)
+        # term -> its postings: ``d`` while only document d has it, once (most terms of a short
+        # conversation: nothing to allocate), ``(d, count)`` while only d has it, then two arrays
+        # ``(documents, counts)`` (a growing pair of arrays per term costs ~230 bytes)
+        self._postings: dict[str, _Postings] = {}
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -98,15 +115,31 @@ class BM25Index:
         for term, count in Counter(tokens).items():
             entry = postings.get(term)
             if entry is None:
-                postings[term] = (array("q", (doc,)), array("d", (count,)))
+                postings[term] = doc if count == 1 else (doc, count)
+                continue
+            first = _single(entry)
+            if first is not None:
+                postings[term] = (array("q", (first[0], doc)), array("d", (first[1], count)))
             else:
-                entry[0].append(doc)
-                entry[1].append(count)
+                docs, counts = cast("tuple[array[int], array[float]]", entry)
+                docs.append(doc)
+                counts.append(count)
+
+    def _postings_of(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(documents, counts) of ``term`` as new arrays, or None when no document has it."""
+        entry = self._postings.get(term)
+        if entry is None:
+            return None
+        first = _single(entry)
+        if first is not None:
+            return np.array([first[0]], dtype=np.int64), np.array([first[1]], dtype=np.float64)
+        docs, counts = cast("tuple[array[int], array[float]]", entry)
+        return np.array(docs, dtype=np.int64), np.array(counts, dtype=np.float64)
 
     def document_share(self, term: str) -> float:
         """Share (0-1) of the documents containing ``term`` (a :func:`tokenize` token)."""
-        entry = self._postings.get(term)
-        return len(entry[0]) / len(self._lengths) if entry is not None else 0.0
+        postings = self._postings_of(term)
+        return 0.0 if postings is None else len(postings[0]) / len(self._lengths)
 
     def without_common_words(self, text: str, max_share: float) -> str:
         """``text`` without the words whose tokens all occur in more than ``max_share`` of the documents.
@@ -132,11 +165,10 @@ class BM25Index:
         avgdl = max(lengths.mean(), 1.0)
         saturation = self.k1 * (1 - self.b + self.b * lengths / avgdl)  # per document
         for term in sorted(set(tokenize(query))):  # a fixed order: sums repeat exactly
-            entry = self._postings.get(term)
-            if entry is None:
+            postings = self._postings_of(term)  # copies: the arrays may grow later
+            if postings is None:
                 continue
-            docs = np.array(entry[0], dtype=np.int64)  # copies: the arrays may grow later
-            tfs = np.array(entry[1], dtype=np.float64)
+            docs, tfs = postings
             idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
             out[docs] += idf * tfs * (self.k1 + 1) / (tfs + saturation[docs])
         return out

@@ -1192,8 +1192,10 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
     def child(memory: str, session_id: str, steps: list[list[Turn]]) -> tuple[Any, Any, Any, Any]:
         given, done, loop = ctx.Value("i", 0), ctx.Value("i", 0), ctx.Value("d", 0.0)
         ready = ctx.Event()
-        p = ctx.Process(
-            target=_kill_child, args=(memory, spec, session_id, steps, given, ready, done, loop, extractor)
+        p = ctx.Process(  # daemon: a child left running is killed at exit, never waited for
+            target=_kill_child,
+            args=(memory, spec, session_id, steps, given, ready, done, loop, extractor),
+            daemon=True,
         )
         p.start()
         if not ready.wait(60):
@@ -1208,6 +1210,7 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
         p, _, done, loop = child(memory, f"cal-{run_id}-{memory}", steps)
         p.join(300)
         if not done.value:
+            p.kill()
             raise RuntimeError(f"calibration child for {memory} failed")
         duration[memory] = loop.value
     rows = []
@@ -1221,12 +1224,16 @@ def _child_kill(task: dict[str, Any]) -> dict[str, Any]:
         p.join(60)
         history = steps[given.value - 1] if given.value else []
         parent_conn, child_conn = ctx.Pipe(duplex=False)
-        v = ctx.Process(target=_kill_verify, args=(memory, spec, session_id, history, child_conn, extractor))
+        v = ctx.Process(
+            target=_kill_verify, args=(memory, spec, session_id, history, child_conn, extractor), daemon=True
+        )
         v.start()
         result = (
             parent_conn.recv() if parent_conn.poll(300) else {"equal": False, "error": "verifier timed out"}
         )
         v.join(60)
+        if v.is_alive():  # answered (or not) but did not exit: do not keep it
+            v.kill()
         rows.append(
             {
                 "trial": trial,

@@ -86,7 +86,7 @@ class BM25Index:
     are added; a term only one document has keeps just that document and count, as most terms
     of a short conversation do. A query costs one vectorised pass per query term over that
     term's postings and gathers nothing, so no query pays for a scan of the whole history
-    (indexing pays instead: about 30 ms for the 1,000 turns of a restored demo conversation;
+    (indexing pays instead: about 33 ms for the 1,000 turns of a restored demo conversation;
     0.1-0.2 ms per query from 1,000 to 10,000 turns).
 
     Args:

@@ -862,8 +862,9 @@ class DiscourseTreeStrategy(Strategy):
     def _scored(self, query: str, q: np.ndarray) -> tuple[np.ndarray, list[int]]:
         """(every turn's relevance, the turns KadaneDial finds in it) for ``query``.
 
-        Kept for the last query until a turn is placed: a memory block selects the same query
-        again when LlamaIndex ``Memory`` truncates it, and then only trims.
+        Kept for the last query until a turn is placed (keyed by the number of nodes; a reset
+        starts a new forest): a memory block selects the same query again when LlamaIndex
+        ``Memory`` truncates it, and then only trims.
         """
         key = (query, len(self._nodes))
         if self._last_scored is not None and self._last_scored[0] == key:
@@ -1223,7 +1224,6 @@ class DiscourseTreeStrategy(Strategy):
     def _load(self, state: dict[str, Any]) -> None:
         self._parts.clear()
         self._last_similarities = None
-        self._last_scored = None
         self._vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
         for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector

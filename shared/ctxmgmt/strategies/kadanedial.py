@@ -145,7 +145,7 @@ class KadaneDialStrategy(Strategy):
         self._rows = RowStack()  # the vectors stacked, for scoring
         self._lexical = BM25Index()
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
-        self._scored: tuple[str, _Scored] | None = None  # the last query's scores (see _score)
+        self._scored: tuple[tuple[str, int], _Scored] | None = None  # the last query's (see _score)
 
     # -- incremental state -------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:
@@ -159,7 +159,6 @@ class KadaneDialStrategy(Strategy):
         self._rows.extend(vectors)
         for text in texts:
             self._lexical.add(text)
-        self._scored = None
 
     def _on_reset(self) -> None:
         self._scored = None
@@ -252,16 +251,19 @@ class KadaneDialStrategy(Strategy):
     def _score(self, query: str) -> _Scored:
         """(relevance, signal, KadaneDial's result) for ``query``, kept until the turns change.
 
-        A memory block selects the same query again when LlamaIndex ``Memory`` truncates its
-        content; the second selection then only trims (about half of a selection over 10,000
-        turns is the Kadane passes).
+        Kept per (query, number of turns), as DiscourseTree keeps its own: turns are only ever
+        appended, and :meth:`reset` (which :meth:`restore` calls) forgets it. A memory block
+        selects the same query again when LlamaIndex ``Memory`` truncates its content; the
+        second selection then only trims (about half of a selection over 10,000 turns is the
+        Kadane passes).
         """
-        if self._scored is not None and self._scored[0] == query:
+        key = (query, len(self._turns))
+        if self._scored is not None and self._scored[0] == key:
             return self._scored[1]
         relevance = self.relevance(query)
         scores = self.signal(relevance)
         scored = (relevance, scores, kadane_dial(scores, tau=self.tau, theta=self.theta))
-        self._scored = (query, scored)
+        self._scored = (key, scored)
         return scored
 
     # -- persistence ----------------------------------------------------------------------
@@ -275,7 +277,6 @@ class KadaneDialStrategy(Strategy):
             self._embeddings.put(turn.fingerprint, vector)
             self._lexical.add(turn.text)
         self._vectors = vectors
-        self._scored = None
         self._rows.clear()
         self._rows.extend(vectors)
 

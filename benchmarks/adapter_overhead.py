@@ -294,7 +294,7 @@ class LlamaIndexBlock(LlamaIndexGet):
         asyncio.run(self.block.aput(flushed))
 
     def strategy(self) -> Any:
-        return self.block._sessions().get("bench").strategy
+        return self.block.conversation("bench").strategy
 
 
 DRIVERS: dict[str, type[Driver]] = {

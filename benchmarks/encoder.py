@@ -1,4 +1,4 @@
-"""The default embedder's backends side by side: vectors, build time and speed (issue 16, item 4).
+"""The default embedder's backends side by side: vectors, build time and speed.
 
 Run: ``python benchmarks/encoder.py [--data ../shared/data/locomo_dev.json] [--repeats 30]``.
 

@@ -1,4 +1,4 @@
-"""Bounded model calls, measured: selects with a slow or hung LLM decider (issue 14, item 4).
+"""Bounded model calls, measured: selects with a slow or hung LLM decider.
 
 Run: ``python benchmarks/llm_limits.py``. A DiscourseTree strategy with an ``LLMDecider`` (a
 deterministic hashing embedder, no model) adds 4 turns, then runs 12 selects, with a decider

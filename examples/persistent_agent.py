@@ -135,7 +135,7 @@ def run(
         config = {"configurable": {"thread_id": THREAD}}
         if fresh:
             checkpointer.delete_thread(THREAD)
-            middleware.session_for(THREAD).clear()
+            middleware.conversation(THREAD).clear()
         restored = agent.get_state(config).values.get("messages", [])
         print(f"The checkpointer holds {len(restored)} messages of thread {THREAD!r}.\n")
 
@@ -149,7 +149,7 @@ def run(
 
         state = converse(agent, middleware, questions, note, thread_id=THREAD)
 
-        held = len(middleware.session_for(THREAD).strategy)
+        held = len(middleware.conversation(THREAD).strategy)
         print(
             f"\nThe middleware holds {held} completed turns: {held - embedder.texts} restored from the "
             f"store without embedding, {embedder.texts} embedded by this process.\n"

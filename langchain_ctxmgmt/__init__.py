@@ -14,7 +14,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         f'langchain_ctxmgmt needs LangChain ({exc.name} is missing): pip install "ctxmgmt[langchain]"'
     ) from exc
 
-from langchain_ctxmgmt._base import StrategyMemory, StrategyMiddleware  # noqa: E402
+from langchain_ctxmgmt._base import StrategyMemory  # noqa: E402
+from langchain_ctxmgmt._middleware import StrategyMiddleware  # noqa: E402
 from langchain_ctxmgmt.acm_memory import ACMTieredBuffer  # noqa: E402
 from langchain_ctxmgmt.acm_middleware import ACMTieredMiddleware  # noqa: E402
 from langchain_ctxmgmt.discourse_tree_memory import DiscourseTreeMemory  # noqa: E402

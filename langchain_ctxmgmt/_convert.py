@@ -2,7 +2,7 @@
 
 Going in, each LangChain message becomes a framework-free :class:`~ctxmgmt.Message`. Coming
 back, verbatim blocks of a :class:`~ctxmgmt.Context` are mapped to the *original* LangChain
-objects by turn provenance (:func:`ctxmgmt.session.select_originals`, shared with the
+objects by turn provenance (:func:`ctxmgmt.selection.pick_originals`, shared with the
 LlamaIndex adapter), so the model receives exactly what is in the history (ids,
 ``additional_kwargs``, ``response_metadata``, image/audio/file blocks included). Only text
 blocks (summaries, entity lists) produce new LangChain messages (:func:`from_ctxmgmt`): framed
@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxmgmt import InvalidMessageError, Message
+from ctxmgmt.conversation import Codec
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -194,3 +195,34 @@ def from_ctxmgmt(message: Message) -> BaseMessage:
     if message.role == "tool":
         return ToolMessage(content=message.text, tool_call_id=message.tool_call_id or "", name=message.name)
     return SystemMessage(content=message.text)
+
+
+def _part_snapshot(part: Any) -> Any:
+    if isinstance(part, dict):
+        kind = part.get("type")
+        if kind == "text" or kind in _MEDIA_BLOCKS:
+            return (kind, part.get("text"), part.get("mime_type"))
+        return repr(part)
+    return part if isinstance(part, str) else repr(part)
+
+
+def snapshot(message: BaseMessage) -> Any:
+    """Everything :func:`to_ctxmgmt` reads from ``message``, as a cheap comparable value.
+
+    Its class (the role), its content (text parts as they are, media parts by kind, other
+    blocks by value), ``name``, an AI message's tool calls and a tool result's
+    ``tool_call_id``: an in-place edit of any of them is converted again.
+    """
+    content: Any = message.content
+    if not isinstance(content, str):
+        content = tuple(_part_snapshot(p) for p in content) if isinstance(content, list) else repr(content)
+    if isinstance(message, AIMessage):
+        calls = message.tool_calls
+        extra: Any = tuple((c.get("id"), c.get("name"), repr(c.get("args"))) for c in calls) if calls else ()
+    else:
+        extra = getattr(message, "tool_call_id", None)
+    return (type(message), content, message.name, extra)
+
+
+CODEC: Codec[BaseMessage] = Codec(to_core=to_ctxmgmt, snapshot=snapshot, memory_message=from_ctxmgmt)
+"""LangChain messages <-> the core: conversion, change snapshot, framed memory messages."""

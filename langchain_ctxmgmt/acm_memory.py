@@ -16,7 +16,8 @@ class ACMTieredBuffer(StrategyMemory, strategy=ACMStrategy):
     (spaCy ``en_core_web_sm``) with their source turn, timestamp, label and mention count.
     When the input mentions one of those entities, the verbatim turns behind it come back
     if the budget allows. ``load_memory_variables`` returns the entity and summary tiers as
-    ``SystemMessage`` s (string form: ``System:`` lines) around the verbatim turns, never more
+    framed memory messages (``HumanMessage`` s by default, ``memory_role``; string form:
+    ``Human:`` lines) around the verbatim turns, never more
     than ``max_token_limit`` tokens. ``explain()`` shows the tiers. The full history stays in
     ``chat_memory`` / :attr:`messages`.
 

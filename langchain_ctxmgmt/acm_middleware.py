@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxmgmt import ACMStrategy
-from langchain_ctxmgmt._base import StrategyMiddleware
+from langchain_ctxmgmt._middleware import StrategyMiddleware
 
 
 class ACMTieredMiddleware(StrategyMiddleware, strategy=ACMStrategy):
@@ -11,7 +11,8 @@ class ACMTieredMiddleware(StrategyMiddleware, strategy=ACMStrategy):
 
     Before every model call the completed turns of the agent state go through ACM's cascade
     (each turn is summarised at most once and reduced to entities at most once) and the model
-    receives the system prompt, the entity tier and the summarised tier as ``SystemMessage`` s,
+    receives the system prompt, the entity tier and the summarised tier as framed memory
+    messages (``HumanMessage`` s by default, ``memory_role``),
     any turns recalled because the last human message mentions their entities, the newest
     turns verbatim and the turn in progress (with its tool calls and results), never more
     than ``max_tokens``. The selection replaces ``request.messages`` for that call only: the

@@ -12,9 +12,9 @@ class DiscourseTreeMemory(StrategyMemory, strategy=DiscourseTreeStrategy):
     Each saved turn becomes a node of a topic tree. For each query the memory decides whether
     it continues the active topic, returns to an earlier one or starts a new one, and whether
     it branches off an earlier turn or goes back to a side branch; ``load_memory_variables``
-    then returns one ``SystemMessage`` summarising the other topics and side branches (string
-    form: a ``System:`` line) followed by the active path (the turns of the current thread)
-    verbatim, within ``max_token_limit``. The full history stays in ``chat_memory`` /
+    then returns one framed memory message (a ``HumanMessage`` by default) summarising the
+    other topics and side branches, followed by the active path (the turns of the current
+    thread) verbatim, within ``max_token_limit``. The full history stays in ``chat_memory`` /
     :attr:`messages`.
 
     With the default embedded decider there is no LLM call; with ``llm=`` (any LangChain

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxmgmt import DiscourseTreeStrategy
-from langchain_ctxmgmt._base import StrategyMiddleware
+from langchain_ctxmgmt._middleware import StrategyMiddleware
 
 
 class DiscourseTreeMiddleware(StrategyMiddleware, strategy=DiscourseTreeStrategy):
@@ -11,7 +11,8 @@ class DiscourseTreeMiddleware(StrategyMiddleware, strategy=DiscourseTreeStrategy
 
     Before every model call the completed turns of the agent state are placed in a forest of
     topic trees, the last human message is placed too (topic decision, fork point, branch
-    decision), and the model receives the system prompt, one ``SystemMessage`` summarising
+    decision), and the model receives the system prompt, one framed memory message (a
+    ``HumanMessage`` by default) summarising
     the other topics and side branches, the active path verbatim and the turn in progress
     (with its tool calls and results). The selection replaces ``request.messages`` for that
     call only: the agent state keeps the full history. Calls of one turn (a tool loop) see

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxmgmt import KadaneDialStrategy
-from langchain_ctxmgmt._base import StrategyMiddleware
+from langchain_ctxmgmt._middleware import StrategyMiddleware
 
 
 class KadaneDialMiddleware(StrategyMiddleware, strategy=KadaneDialStrategy):

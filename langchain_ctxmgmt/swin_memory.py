@@ -13,7 +13,7 @@ class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
     share ``overlap`` turns); each window is summarised once, conditioned on the memory so
     far, and its items join a deduplicated memory of at most ``gamma`` items (least
     recent/salient forgotten first). ``load_memory_variables`` returns the memory as one
-    ``SystemMessage`` (string form: a ``System:`` line) followed by the recent turns verbatim,
+    framed memory message (a ``HumanMessage`` by default) followed by the recent turns verbatim,
     within ``max_token_limit``. The full history stays in ``chat_memory`` / :attr:`messages`.
 
     With the default extractive summariser there is no LLM call; with ``llm=`` (any
@@ -33,9 +33,7 @@ class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
 
     def new_session(self) -> None:
         """Start a new conversation that remembers this one: clear ``chat_memory``, keep the memory."""
-        session = self._session()
-        with session.lock:
-            session.strategy.new_session()
-            session.detach_history()
+        conversation = self._conversation()
+        with conversation.lock:
+            conversation.carry_over()
             self.chat_memory.clear()
-            self._last_context = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxmgmt.strategies.swin import SWinStrategy
-from langchain_ctxmgmt._base import StrategyMiddleware
+from langchain_ctxmgmt._middleware import StrategyMiddleware
 
 
 class SWinSummaryMiddleware(StrategyMiddleware, strategy=SWinStrategy):
@@ -11,7 +11,8 @@ class SWinSummaryMiddleware(StrategyMiddleware, strategy=SWinStrategy):
 
     Before every model call the completed turns of the agent state are brought into the
     SWin memory (each window of ``window`` turns, overlapping by ``overlap``, is summarised
-    once) and the model receives the system prompt, the memory as one ``SystemMessage``,
+    once) and the model receives the system prompt, the memory as one framed memory
+    message (a ``HumanMessage`` by default, ``memory_role``),
     the recent turns verbatim and the turn in progress (with its tool calls and results).
     The selection replaces ``request.messages`` for that call only: the agent state keeps
     the full history (unlike ``SummarizationMiddleware``, which deletes it).

@@ -14,7 +14,7 @@ class TopicThreadMemory(StrategyMemory, strategy=TopicThreadStrategy):
     retrieved)``) a new thread is opened, otherwise the best thread is revised (its compressed
     state is updated with the turn by the summariser). ``load_memory_variables`` retrieves
     the threads scoring above ``tau`` for the input (else the best one) and returns their
-    compressed states (one ``SystemMessage`` each; string form: ``System:`` lines), their
+    compressed states (one framed memory message each, a ``HumanMessage`` by default), their
     most relevant turns verbatim and the newest turn, within ``max_token_limit``. The full
     history stays in ``chat_memory`` / :attr:`messages`.
 

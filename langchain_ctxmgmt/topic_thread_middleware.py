@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxmgmt import TopicThreadStrategy
-from langchain_ctxmgmt._base import StrategyMiddleware
+from langchain_ctxmgmt._middleware import StrategyMiddleware
 
 
 class TopicThreadMiddleware(StrategyMiddleware, strategy=TopicThreadStrategy):
@@ -12,7 +12,8 @@ class TopicThreadMiddleware(StrategyMiddleware, strategy=TopicThreadStrategy):
     Before every model call the completed turns of the agent state are written back into the
     thread memory (insert a thread on a topic shift, else revise the best one) and the model
     receives the system prompt, the compressed states of the threads retrieved for the last
-    human message (one ``SystemMessage`` each), their most relevant turns verbatim, the
+    human message (one framed memory message each, a
+    ``HumanMessage`` by default), their most relevant turns verbatim, the
     newest turn and the turn in progress (with its tool calls and results). The selection
     replaces ``request.messages`` for that call only: the agent state keeps the full history.
 

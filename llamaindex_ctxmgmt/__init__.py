@@ -13,7 +13,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('llamaindex_ctxmgmt needs LlamaIndex: pip install "ctxmgmt[llamaindex]"') from exc
 
-from llamaindex_ctxmgmt._base import StrategyMemory, StrategyMemoryBlock
+from llamaindex_ctxmgmt._base import StrategyMemory
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock
 from llamaindex_ctxmgmt.acm_block import ACMTieredBlock
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer
 from llamaindex_ctxmgmt.discourse_tree_block import DiscourseTreeBlock

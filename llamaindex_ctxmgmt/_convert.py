@@ -2,7 +2,7 @@
 
 Only text goes to the core, plus the kinds of the media blocks (images, audio, video,
 documents: for token estimates; never their bytes). The way back never rebuilds a
-``ChatMessage``: the core selects *turns*, and :func:`select_originals` maps them back to the
+``ChatMessage``: the core selects *turns*, and :func:`ctxmgmt.selection.pick_originals` maps them back to the
 caller's own ``ChatMessage`` objects, so the LLM receives exactly what was stored (tool-call
 blocks, thinking blocks, media blocks, provider-specific ``additional_kwargs`` included).
 """
@@ -29,7 +29,8 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.schema import QueryBundle
 
-from ctxmgmt.context import Block, Context
+from ctxmgmt.context import Context
+from ctxmgmt.conversation import Codec
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
 from ctxmgmt.types import Message, clean_text
@@ -266,13 +267,13 @@ _MEMORY_ROLES: dict[str, MessageRole] = {
 }
 
 
-def memory_messages(block: Block) -> list[ChatMessage]:
-    """A summary/entity block as the framed memory ``ChatMessage`` the core built.
+def memory_message(message: Message) -> ChatMessage:
+    """A framed memory message the core built (a summary or entity block) as a ``ChatMessage``.
 
     Its role is the block's ``memory_role`` (default user); its text opens with a line saying it
     is a record of earlier conversation, not instructions (:func:`ctxmgmt.framing.memory_message`).
     """
-    return [ChatMessage(role=_MEMORY_ROLES[m.role], content=m.text) for m in block.as_messages()]
+    return ChatMessage(role=_MEMORY_ROLES[message.role], content=message.text)
 
 
 def render_context(context: Context, *, include_current: bool = False, names: Sequence[str] = ()) -> str:
@@ -292,3 +293,32 @@ def render_context(context: Context, *, include_current: bool = False, names: Se
         elif block.text:
             parts.append(block.text)
     return escape_data("\n\n".join(parts), names=names)
+
+
+def _block_snapshot(block: Any) -> Any:
+    if isinstance(block, ToolCallBlock):
+        return (ToolCallBlock, block.tool_call_id, block.tool_name, repr(block.tool_kwargs))
+    if isinstance(block, CitableBlock):
+        return (CitableBlock, repr(block.content))
+    return (type(block), getattr(block, "text", None))
+
+
+def snapshot(message: ChatMessage) -> Any:
+    """Everything :func:`to_message` reads from ``message``, as a cheap comparable value.
+
+    Its role, each block's kind and text (a tool-call block's call), and the
+    ``additional_kwargs`` the converter reads (``tool_calls``, ``tool_call_id``): an in-place
+    edit of any of them is converted again.
+    """
+    blocks = message.blocks
+    if type(blocks) is not list:
+        return repr(blocks)
+    kwargs = message.additional_kwargs
+    extra = (repr(kwargs.get("tool_calls")), kwargs.get("tool_call_id")) if kwargs else None
+    if len(blocks) == 1:  # the usual message: no inner tuple to build (this runs per message per call)
+        return (message.role, _block_snapshot(blocks[0]), extra)
+    return (message.role, extra, *[_block_snapshot(b) for b in blocks])
+
+
+CODEC: Codec[ChatMessage] = Codec(to_core=to_message, snapshot=snapshot, memory_message=memory_message)
+"""LlamaIndex ``ChatMessage`` <-> the core: conversion, change snapshot, framed memory messages."""

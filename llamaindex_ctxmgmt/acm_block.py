@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from ctxmgmt import ACMStrategy
-from llamaindex_ctxmgmt._base import StrategyMemoryBlock
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock
 
 
-class ACMTieredBlock(StrategyMemoryBlock, strategy=ACMStrategy):
+class ACMTieredBlock(
+    StrategyMemoryBlock,
+    strategy=ACMStrategy,
+    name="acm_tiers",
+    text_header="Earlier in this conversation (entities, summaries, then earlier turns):",
+):
     """Memory block that keeps the turns ``Memory`` flushes in ACM's tiers.
 
     ``Memory`` keeps the recent conversation in its queue and flushes the oldest whole turns

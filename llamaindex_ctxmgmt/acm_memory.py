@@ -15,7 +15,8 @@ class ACMTieredBuffer(StrategyMemory, strategy=ACMStrategy):
     turns collapse into de-duplicated named entities (spaCy ``en_core_web_sm``) with source
     turn, timestamp, label and mention count. When the query mentions one of those entities,
     the verbatim turns behind it come back if the budget allows. :meth:`get` returns the
-    system messages, the entity and summary tiers as system messages, the verbatim turns and
+    system messages, the entity and summary tiers as framed memory messages (user role by
+    default, ``memory_role``), the verbatim turns and
     the turn in progress, never more than ``token_limit`` tokens. :meth:`explain` shows the
     tiers; the chat store keeps every message (:meth:`get_all` is lossless).
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from ctxmgmt import DiscourseTreeStrategy
-from llamaindex_ctxmgmt._base import StrategyMemoryBlock
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock
 
 
-class DiscourseTreeBlock(StrategyMemoryBlock, strategy=DiscourseTreeStrategy):
+class DiscourseTreeBlock(
+    StrategyMemoryBlock,
+    strategy=DiscourseTreeStrategy,
+    name="discourse_tree",
+    text_header="Earlier in this conversation (other topics summarised, then the current thread):",
+):
     """Memory block that organises the turns ``Memory`` flushes out of its queue into topic trees.
 
     ``Memory`` keeps the recent conversation in its queue and flushes the oldest whole turns

@@ -13,7 +13,8 @@ class DiscourseTreeMemory(StrategyMemory, strategy=DiscourseTreeStrategy):
     query (``input`` if given, else the newest user message) the memory decides whether it
     continues the active topic, returns to an earlier one or starts a new one, and whether it
     branches off an earlier turn or goes back to a side branch. :meth:`get` returns the system
-    messages, one system message summarising the other topics and side branches, the active
+    messages, one framed memory message (user role by default) summarising the other topics
+    and side branches, the active
     path (the turns of the current thread) and the turn in progress, within ``token_limit``.
     The chat store keeps every message (:meth:`get_all` is lossless).
 

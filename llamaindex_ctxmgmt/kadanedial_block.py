@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from ctxmgmt import KadaneDialStrategy
-from llamaindex_ctxmgmt._base import StrategyMemoryBlock
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock
 
 
-class KadaneDialBlock(StrategyMemoryBlock, strategy=KadaneDialStrategy):
+class KadaneDialBlock(
+    StrategyMemoryBlock,
+    strategy=KadaneDialStrategy,
+    name="kadanedial_memory",
+    text_header="Earlier turns of this conversation relevant to the latest message:",
+):
     """Memory block that brings back the earlier turns relevant to the current message.
 
     ``Memory`` keeps the recent conversation in its queue and flushes the oldest whole turns

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from ctxmgmt.strategies.swin import SWinStrategy
-from llamaindex_ctxmgmt._base import StrategyMemoryBlock
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock
 
 
-class SWinSummaryBlock(StrategyMemoryBlock, strategy=SWinStrategy):
+class SWinSummaryBlock(
+    StrategyMemoryBlock,
+    strategy=SWinStrategy,
+    name="swin_summary",
+    text_header="Earlier in this conversation (summary, then the latest earlier turns):",
+):
     """Memory block that summarises the turns ``Memory`` flushes out of its queue (SWin).
 
     ``Memory`` keeps the recent conversation in its queue and flushes the oldest whole turns

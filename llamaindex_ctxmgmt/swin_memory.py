@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from ctxmgmt.strategies.swin import SWinStrategy
-from ctxmgmt.types import group_turns
 from llamaindex_ctxmgmt._base import StrategyMemory
-from llamaindex_ctxmgmt._convert import to_messages
 
 
 class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
@@ -14,7 +12,8 @@ class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
     Completed turns are cut into overlapping windows of ``window`` turns (consecutive windows
     share ``overlap`` turns); each window is summarised once, conditioned on the memory so
     far (SWin), into deduplicated items; above ``gamma`` items the least recent/salient is
-    forgotten. :meth:`get` returns the system messages, the memory as one system message,
+    forgotten. :meth:`get` returns the system messages, the memory as one framed
+    memory message (user role by default),
     the recent turns (the window being filled) and the turn in progress, within
     ``token_limit``. The chat store keeps every message (:meth:`get_all` is lossless).
 
@@ -40,11 +39,7 @@ class SWinSummaryBuffer(StrategyMemory, strategy=SWinStrategy):
 
     def new_session(self) -> None:
         """Start a new conversation that remembers this one: clear the stored history, keep the memory."""
-        converted = to_messages(self.get_all())
-        session = self._session()
-        with session.lock:
-            session.sync(group_turns(converted))
-            session.strategy.new_session()
-            session.detach_history()
+        conversation = self._conversation()
+        with conversation.lock:
+            conversation.carry_over(self.get_all())
             self.chat_store.delete_messages(self.chat_store_key)
-            self._last_context = None

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from ctxmgmt import TopicThreadStrategy
-from llamaindex_ctxmgmt._base import StrategyMemoryBlock
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock
 
 
-class TopicThreadBlock(StrategyMemoryBlock, strategy=TopicThreadStrategy):
+class TopicThreadBlock(
+    StrategyMemoryBlock,
+    strategy=TopicThreadStrategy,
+    name="topic_threads",
+    text_header="Earlier topic threads of this conversation relevant to the latest message:",
+):
     """Memory block that keeps the turns ``Memory`` flushes as revisable topic threads (C-DIC).
 
     ``Memory`` keeps the recent conversation in its queue and flushes the oldest whole turns

@@ -14,7 +14,8 @@ class TopicThreadMemory(StrategyMemory, strategy=TopicThreadStrategy):
     new thread is opened, otherwise the best thread is revised (the summariser updates its
     compressed state with the turn). :meth:`get` retrieves the threads scoring above ``tau``
     for the query (``input`` or the newest user message; else the best thread) and returns the
-    system messages, each retrieved thread's state as one system message, their most relevant
+    system messages, each retrieved thread's state as one framed
+    memory message (user role by default), their most relevant
     turns verbatim, the newest turn and the turn in progress, within ``token_limit``. The chat
     store keeps every message (:meth:`get_all` is lossless).
 

@@ -12,8 +12,9 @@ from ctxmgmt.exceptions import (
     InvalidMessageError,
 )
 from ctxmgmt.kadane import KadaneResult, kadane_dial
+from ctxmgmt.memory import ConversationMemory
 from ctxmgmt.params import StrategyConfig
-from ctxmgmt.session import ConversationMemory, build_context
+from ctxmgmt.selection import build_context
 from ctxmgmt.strategies import (
     ACMStrategy,
     DiscourseTreeStrategy,

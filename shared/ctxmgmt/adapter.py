@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import json
 import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -51,23 +52,35 @@ def completion(llm: Any, model_type: type, call: Callable[[Any, str], str], *, l
 
 
 class SelectionRecord:
-    """Mixin of every adapter: the last selection (``last_context``) and why (``explain``)."""
-
-    _last_context: Context | None  # set by the adapter (a pydantic private attribute or a plain one)
+    """Mixin of every adapter: why the last selection (``last_context``) returned what it did."""
 
     @property
     def last_context(self) -> Context | None:
         """The :class:`~ctxmgmt.Context` of the most recent selection (None before the first)."""
-        return self._last_context
+        raise NotImplementedError  # each adapter reads its conversation's
 
     def explain(self) -> str:
         """Why the last selection returned what it did (blocks, scores, spans, tiers)."""
-        if self._last_context is None:
+        context = self.last_context
+        if context is None:
             return (
                 f"{type(self).__name__}: nothing selected yet "
                 "(no context before the first get(), load_memory_variables() or model call)"
             )
-        return self._last_context.explain()
+        return context.explain()
+
+
+class JsonString:
+    """Mixin of the memories: ``to_string``/``from_string`` as the JSON of ``to_dict``/``from_dict``."""
+
+    def to_string(self) -> str:
+        """The memory as a JSON string (``to_dict()``), as ``ChatMemoryBuffer.to_string``."""
+        return json.dumps(self.to_dict())  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_string(cls, json_str: str, **kwargs: Any) -> Any:
+        """Inverse of :meth:`to_string`; ``kwargs`` as for ``from_dict`` (components)."""
+        return cls.from_dict(json.loads(json_str), **kwargs)  # type: ignore[attr-defined]
 
 
 LLM_DOC = (

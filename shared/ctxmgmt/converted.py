@@ -1,18 +1,19 @@
-"""A framework conversation in core form, converted and grouped once per message, kept per session.
+"""A framework conversation in core form, converted and grouped once per message.
 
 Adapters receive the whole history on every call (a LangGraph state, a chat store's list, a
 ``Memory`` block's flushed messages). :class:`ConvertedHistory` keeps the caller's message
 objects of the previous call with their :class:`~ctxmgmt.types.Message` form and their turns, and
 on the next call converts and regroups only what changed: the work per call no longer grows
-with the history's length beyond one identity check per message.
+with the history's length beyond one identity check and one snapshot comparison per message.
+Each :class:`ctxmgmt.conversation.Conversation` owns one.
 
-Consistency: a message is reused when it is the *same object* with an *equal content
-snapshot* as before (``content_of``: the role and the text parts of its content, with the kind
-of each part, cheap to compare). Replacing a message (LangGraph's ``add_messages`` reducer,
+Consistency: a message is reused when it is the *same object* with an *equal snapshot* as
+before (``snapshot``: every field the converter reads, in a cheap comparable form; each
+adapter's codec defines it beside its converter). Replacing a message (LangGraph's ``add_messages`` reducer,
 ``RemoveMessage``, a chat store's ``set``), inserting or deleting one, or editing its text or
 parts, even in place (``message.content = ...``, ``message.blocks[0].text = "[redacted]"``), is
-seen and everything from the first difference on is converted again; the strategy's session
-then compares chain hashes (:meth:`ctxmgmt.sessions.Session.sync`) as before. A chat store that
+seen and everything from the first difference on is converted again; the conversation's stored
+state then compares chain hashes (:meth:`ctxmgmt.stored_state.StoredState.sync`). A chat store that
 builds new message objects on every read simply converts every message on every call.
 """
 
@@ -20,38 +21,14 @@ from __future__ import annotations
 
 import bisect
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ctxmgmt.context import Block, Context
+from ctxmgmt.selection import pick_originals
 from ctxmgmt.types import Message, Turn, chain_hashes
 
 T = TypeVar("T")
-
-
-def pick_originals(
-    context: Context,
-    system: Sequence[T],
-    turns: Sequence[Sequence[T]],
-    text_block: Callable[[Block], list[T]],
-) -> list[T]:
-    """The caller's own message objects for what ``context`` selected, in block order.
-
-    ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
-    (grouped as :func:`ctxmgmt.types.group_turns` groups their core form), so a turn always
-    comes back whole, as the caller's objects (ids and metadata included). Text blocks
-    (summaries, entities) become what ``text_block`` makes.
-    """
-    out: list[T] = []
-    for block in context.blocks:
-        if block.kind == "system":
-            out.extend(system)
-        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
-            out.extend(o for t in block.turns for o in turns[t])
-        elif block.text:
-            out.extend(text_block(block))
-    return out
 
 
 class ConvertedHistory(Generic[T]):
@@ -60,10 +37,10 @@ class ConvertedHistory(Generic[T]):
     Args:
         convert: Framework message -> :class:`~ctxmgmt.types.Message` (raises
             ``InvalidMessageError`` for an unusable message).
-        content_of: A cheap, comparable snapshot of what conversion reads from a message (its
-            role and text parts); a message is converted again when it differs from the last call.
-            None: messages are compared by identity only (for histories whose messages are
-            never edited in place, such as a memory block's own copies).
+        snapshot: A cheap, comparable snapshot of everything conversion reads from a message;
+            a message is converted again when it differs from the last call. None: messages
+            are compared by identity only (for histories whose messages are never edited in
+            place, such as a memory block's own copies).
 
     Attributes:
         originals: The caller's messages of the last :meth:`update`, in order.
@@ -74,9 +51,9 @@ class ConvertedHistory(Generic[T]):
         turn_originals: ``turn_originals[i]`` are the caller's messages of ``turns[i]``.
     """
 
-    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any] | None) -> None:
+    def __init__(self, convert: Callable[[T], Message], snapshot: Callable[[T], Any] | None) -> None:
         self._convert = convert
-        self._content_of = content_of
+        self._snapshot = snapshot
         self.lock = threading.RLock()
         self.originals: list[T] = []
         self._contents: list[Any] = []
@@ -110,14 +87,14 @@ class ConvertedHistory(Generic[T]):
                 return self
             fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
             self._truncate(keep)
-            content_of = self._content_of
+            content_of = self._snapshot
             for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):
                 content = None if content_of is None else content_of(original)
                 self._append(keep + offset, original, message, content)
             return self
 
     def grouped(self) -> tuple[list[Message], list[Turn]]:
-        """(system messages, turns) for :func:`ctxmgmt.session.build_context`'s ``grouped``."""
+        """(system messages, turns)."""
         return self.system, self.turns
 
     def chains(self, count: int) -> list[str]:
@@ -132,16 +109,8 @@ class ConvertedHistory(Generic[T]):
                 self._chains.extend(chain_hashes(self.turns[have:count], self._chains[-1] if have else ""))
             return self._chains[:count]
 
-    def sync(self, session: Any, past: Sequence[Turn], progress: Progress | None = None) -> None:
-        """Bring ``session`` up to ``past`` (a prefix of :attr:`turns`) with the chain hashes kept here.
-
-        :func:`sync_in_batches`: a long history reaching a fresh session is derived in batches,
-        with ``progress``.
-        """
-        sync_in_batches(session, past, progress, chains=self.chains(len(past)))
-
     def select_originals(self, context: Context, text_block: Callable[[Block], list[T]]) -> list[T]:
-        """The caller's messages for what ``context`` selected (:func:`pick_originals`)."""
+        """The caller's messages for what ``context`` selected (:func:`~ctxmgmt.selection.pick_originals`)."""
         return pick_originals(context, self.system_originals, self.turn_originals, text_block)
 
     def clear(self) -> None:
@@ -151,7 +120,7 @@ class ConvertedHistory(Generic[T]):
 
     # -- internals ------------------------------------------------------------------------------
     def _common_prefix(self, originals: Sequence[T]) -> int:
-        old, contents, content_of = self.originals, self._contents, self._content_of
+        old, contents, content_of = self.originals, self._contents, self._snapshot
         n = min(len(old), len(originals))
         for i in range(n):
             new = originals[i]
@@ -200,61 +169,3 @@ class ConvertedHistory(Generic[T]):
         self.turns[-1] = Turn(last.index, (*last.messages, message))
         del self._chains[last.index :]
         self.turn_originals[-1].append(original)
-
-
-class HistoryViews(Generic[T]):
-    """One :class:`ConvertedHistory` per live session, dropped with the session (weak keys).
-
-    Args:
-        convert: Framework message -> core :class:`~ctxmgmt.types.Message`.
-        content_of: See :class:`ConvertedHistory`.
-    """
-
-    def __init__(self, convert: Callable[[T], Message], content_of: Callable[[T], Any] | None) -> None:
-        self._convert = convert
-        self._content_of = content_of
-        self._views: weakref.WeakKeyDictionary[Any, ConvertedHistory[T]] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def of(self, session: Any) -> ConvertedHistory[T]:
-        """The view kept for ``session`` (created empty on first use)."""
-        with self._lock:
-            view = self._views.get(session)
-            if view is None:
-                view = self._views[session] = ConvertedHistory(self._convert, self._content_of)
-            return view
-
-
-Progress = Callable[[int, int], None]
-"""``progress(turns_done, turns_total)``: called while a long history is derived (cold start)."""
-
-CATCH_UP_BATCH = 256
-"""Turns derived per step when a session catches up with a long history (one embedding batch each)."""
-
-
-def sync_in_batches(
-    session: Any,
-    past: Sequence[Turn],
-    progress: Progress | None = None,
-    *,
-    batch: int = CATCH_UP_BATCH,
-    chains: Sequence[str] | None = None,
-) -> None:
-    """:meth:`ctxmgmt.sessions.Session.sync` to ``past``, ``batch`` turns at a time, reporting progress.
-
-    A conversation loaded from a chat store or a checkpointer reaches a fresh session whole: its
-    turns are derived (embedded in one batch per step) ``batch`` at a time and ``progress`` is
-    called after each step with ``(turns done, turns total)``. A session backed by a
-    :class:`~ctxmgmt.store.base.StateStore` syncs in one step (its stored state must be compared
-    with the whole history, not with a prefix); ``progress`` is then called once at the end.
-    ``chains`` are the chain hashes of ``past`` when the caller keeps them.
-    """
-    have = len(session.chains)
-    if session.store is None and len(past) - have > batch:
-        for end in range(have + batch, len(past), batch):
-            session.sync(past[:end], None if chains is None else chains[:end])
-            if progress is not None:
-                progress(end, len(past))
-    session.sync(past, chains)
-    if progress is not None and len(past) > have:
-        progress(len(past), len(past))

@@ -21,7 +21,7 @@ from typing import Any
 from ctxmgmt.context import Context
 from ctxmgmt.data import DemoConversation, DemoQuestion, load_demo
 from ctxmgmt.exceptions import ComponentError
-from ctxmgmt.session import ConversationMemory
+from ctxmgmt.memory import ConversationMemory
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
 
@@ -47,7 +47,7 @@ def run_demo(
 ) -> list[dict[str, Any]]:
     """Replay the demo conversation into each memory and report on every demo question.
 
-    The whole conversation is added to a fresh :class:`~ctxmgmt.session.ConversationMemory`
+    The whole conversation is added to a fresh :class:`~ctxmgmt.memory.ConversationMemory`
     per strategy; then each question is asked as the query for the next call (no budget), and
     the context is compared with the question's gold evidence turns.
 

@@ -1,4 +1,4 @@
-"""Framework-modelled contract suite: every ctxmgmt memory, in both frameworks (issue 13, item 5).
+"""Framework-modelled contract suite: every ctxmgmt memory, in both frameworks.
 
 The checks follow what the frameworks' own memory tests check of their classes (written here
 from scratch, not copied):
@@ -24,7 +24,7 @@ added for the classes that take them.
 
 Deliberate differences from the framework classes, asserted as documented here: the memories
 *select* (a small budget drops turns anywhere, not only the oldest; a summary, thread state or
-entity tier may come first as system messages), and with no room left ``get()`` returns the
+entity tier may come first as framed memory messages), and with no room left ``get()`` returns the
 whole turn in progress, not only the newest message.
 """
 
@@ -832,7 +832,7 @@ class LangChainMiddlewareContract:
         # thread a again: the checkpointer restores its history, the middleware selects from it
         agent.invoke({"messages": [HumanMessage(CAT_QUERY)]}, thread("a"))
         assert CAT_WORD in text_of(model.received[-1])
-        assert middleware.session_for("a") is not middleware.session_for("b")
+        assert middleware.conversation("a") is not middleware.conversation("b")
 
     def test_streaming(self, make):
         full = [*lc_history(), HumanMessage(CAT_QUERY, id="q")]

@@ -1,16 +1,13 @@
-"""The adapters' content snapshots see every edit made in place, and only what changed is converted."""
+"""The adapters' codec snapshots see every edit made in place, and only what changed is converted."""
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 
-from langchain_ctxmgmt import _base as lc
-from llamaindex_ctxmgmt import _base as li
-
-
-class Session:
-    """A stand-in for the session a view belongs to (views are kept by weak reference)."""
+from ctxmgmt.converted import ConvertedHistory
+from langchain_ctxmgmt._convert import CODEC as LC
+from llamaindex_ctxmgmt._convert import CODEC as LI
 
 
 def test_langchain_view_sees_a_part_edited_inside_a_list_content() -> None:
@@ -18,8 +15,7 @@ def test_langchain_view_sees_a_part_edited_inside_a_list_content() -> None:
     parts = HumanMessage(
         content=[{"type": "text", "text": "look at this"}, {"type": "image_url", "image_url": {}}]
     )
-    session = Session()
-    view = lc._new_views().of(session)
+    view = ConvertedHistory(LC.to_core, LC.snapshot)
     view.update([*plain, parts])
     first = view.messages[0]
     parts.content[0]["text"] = "[redacted]"  # an edit inside the list, same objects throughout
@@ -36,8 +32,7 @@ def test_llamaindex_view_sees_block_text_and_role_edited_in_place() -> None:
     image = ChatMessage(
         role="user", blocks=[TextBlock(text="look"), ImageBlock(url="https://example.com/a.png")]
     )
-    session = Session()
-    view = li._new_views().of(session)
+    view = ConvertedHistory(LI.to_core, LI.snapshot)
     view.update([*plain, image])
     first, image_core = view.messages[0], view.messages[2]
     plain[1].blocks[0].text = "[redacted]"  # a block rewritten in place
@@ -67,3 +62,34 @@ def test_langchain_classic_add_defers_the_check_and_the_next_load_sees_an_edit(h
     texts = [m.content for m in selected]
     assert "My locker code is [redacted]." in texts and not any("4312" in t for t in texts)
     assert all("4312" not in t.text for t in memory.strategy.turns)
+
+
+def test_langchain_snapshot_covers_tool_calls_names_and_tool_call_ids() -> None:
+    call = AIMessage(content="", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Oslo"}}])
+    result = ToolMessage(content="4 C", tool_call_id="c1")
+    user = HumanMessage(content="weather in Oslo?", name="ana")
+    view = ConvertedHistory(LC.to_core, LC.snapshot)
+    view.update([user, call, result])
+    call.tool_calls[0]["args"]["city"] = "Bergen"  # edited in place
+    result.tool_call_id = "c2"
+    user.name = "bo"
+    view.update([user, call, result])
+    assert view.messages[0].name == "bo"
+    assert view.messages[1].tool_calls[0]["args"] == {"city": "Bergen"}
+    assert view.messages[2].tool_call_id == "c2"
+
+
+def test_llamaindex_snapshot_covers_tool_calls_in_additional_kwargs() -> None:
+    call = ChatMessage(
+        role="assistant",
+        content="",
+        additional_kwargs={"tool_calls": [{"id": "c1", "name": "weather", "args": {"city": "Oslo"}}]},
+    )
+    result = ChatMessage(role="tool", content="4 C", additional_kwargs={"tool_call_id": "c1"})
+    view = ConvertedHistory(LI.to_core, LI.snapshot)
+    view.update([ChatMessage(role="user", content="weather?"), call, result])
+    call.additional_kwargs["tool_calls"][0]["args"]["city"] = "Bergen"
+    result.additional_kwargs["tool_call_id"] = "c2"
+    view.update(list(view.originals))
+    assert view.messages[1].tool_calls[0]["args"] == {"city": "Bergen"}
+    assert view.messages[2].tool_call_id == "c2"

@@ -1,4 +1,4 @@
-"""Interface parity with the framework classes users replace (issue 13, item 4).
+"""Interface parity with the framework classes users replace.
 
 LlamaIndex memories against ``ChatMemoryBuffer``: ``to_string``/``from_string``,
 ``to_dict``/``from_dict`` (history and every serialisable parameter), ``get(initial_token_count=...)``

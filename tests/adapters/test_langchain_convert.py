@@ -21,7 +21,7 @@ from langchain_core.messages import (
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
 from ctxmgmt.framing import frame_memory
-from ctxmgmt.session import select_originals
+from ctxmgmt.selection import select_originals
 from langchain_ctxmgmt._convert import (
     content_text,
     from_ctxmgmt,

@@ -26,11 +26,11 @@ from llama_index.core.schema import QueryBundle
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
 from ctxmgmt.framing import frame_memory
-from ctxmgmt.session import select_originals
+from ctxmgmt.selection import select_originals
 from llamaindex_ctxmgmt._convert import (
+    CODEC,
     ROLE_MAP,
     latest_user_text,
-    memory_messages,
     render_context,
     text_of,
     to_message,
@@ -280,7 +280,7 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     first = _history()
     converted = to_messages(first)
     context = build_context(strategy, converted, query="Peru capital")
-    selected = select_originals(context, converted, first, memory_messages)
+    selected = select_originals(context, converted, first, CODEC.text_block)
     assert all(any(s is o for o in first) for s in selected)
     assert selected[0] is first[0] and selected[-1] is first[-1]
     # the whole tool turn comes back: user, tool call, tool result, answer
@@ -291,7 +291,7 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     second = _history()
     converted2 = to_messages(second)
     context2 = build_context(strategy, converted2, query="Peru capital")
-    selected2 = select_originals(context2, converted2, second, memory_messages)
+    selected2 = select_originals(context2, converted2, second, CODEC.text_block)
     assert [id(m) for m in selected2] == [id(second[first.index(m)]) for m in selected]
 
 
@@ -309,12 +309,12 @@ def test_select_originals_text_blocks_become_framed_user_messages():
         Block("turns", turns=(1,), messages=converted[3:7]),
         Block("current", turns=(2,), messages=(converted[7],)),
     )
-    selected = select_originals(context, converted, history, memory_messages)
+    selected = select_originals(context, converted, history, CODEC.text_block)
     assert selected[0] is history[0]
     assert selected[1].role == MessageRole.USER  # never system by default (ctxmgmt.framing)
     assert selected[1].content == frame_memory("The user has a cat named Miso.")
     assistant = Block("summary", text="The user has a cat named Miso.", role="assistant")
-    assert memory_messages(assistant)[0].role == MessageRole.ASSISTANT
+    assert CODEC.text_block(assistant)[0].role == MessageRole.ASSISTANT
     assert selected[2:] == history[3:]
     assert all(a is b for a, b in zip(selected[2:], history[3:], strict=True))
 

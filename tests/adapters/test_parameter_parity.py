@@ -122,7 +122,7 @@ def test_a_non_default_value_reaches_the_strategy(adapter):
         value = 7
     made = adapter(**kwargs)
     assert getattr(made, spec.name) == value
-    strategy = made._strategy_for(None) if isinstance(made, li.StrategyMemoryBlock) else made.strategy
+    strategy = made.conversation(None).strategy if isinstance(made, li.StrategyMemoryBlock) else made.strategy
     assert getattr(strategy.config, spec.name) == value
 
 

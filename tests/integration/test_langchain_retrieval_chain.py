@@ -1,4 +1,4 @@
-"""``ConversationalRetrievalChain`` (langchain_classic) with every classic ctxmgmt memory (issue 13, item 4).
+"""``ConversationalRetrievalChain`` (langchain_classic) with every classic ctxmgmt memory.
 
 The chat model is a fake that records its prompts: it condenses a follow-up question to the
 question itself and answers everything else with one fixed answer.

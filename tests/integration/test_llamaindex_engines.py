@@ -37,7 +37,7 @@ from llama_index.core.tools import FunctionTool
 from ctxmgmt import KadaneDialStrategy, TopicThreadStrategy
 from ctxmgmt.exceptions import ConfigurationError
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory, TopicThreadBlock
-from llamaindex_ctxmgmt._base import DEFAULT_BLOCK_TOKENS
+from llamaindex_ctxmgmt._block import DEFAULT_BLOCK_TOKENS
 from tests.adapters.test_llamaindex_contract import (
     MARATHON,
     MARATHON_QUERY,
@@ -466,7 +466,7 @@ async def test_block_without_token_limit_selects_at_most_memorys_default_block_s
     await memory.aget()
 
     assert budgets[: len(first_budgets)] == first_budgets
-    strategy = block._strategy_for("session-1")
+    strategy = block.conversation("session-1").strategy
     assert select(strategy, SOURDOUGH_QUERY).tokens > DEFAULT_BLOCK_TOKENS
     assert select(strategy, SOURDOUGH_QUERY, budget=DEFAULT_BLOCK_TOKENS).tokens <= DEFAULT_BLOCK_TOKENS
 

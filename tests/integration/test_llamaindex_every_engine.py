@@ -1,4 +1,4 @@
-"""Every LlamaIndex chat engine and agent with every ctxmgmt memory, offline (issue 13, item 1).
+"""Every LlamaIndex chat engine and agent with every ctxmgmt memory, offline.
 
 Engines: ``SimpleChatEngine``, ``ContextChatEngine``, ``CondensePlusContextChatEngine``,
 ``CondenseQuestionChatEngine``, each sync, async, streaming and async streaming. Agents:

@@ -1,4 +1,4 @@
-"""Image-bearing conversations through every middleware and every ``Memory`` block (issue 13).
+"""Image-bearing conversations through every middleware and every ``Memory`` block.
 
 A 50-turn conversation with images (and one image-only message, one PDF, one tool-call turn)
 runs through ``create_agent`` + each of the five middlewares and through LlamaIndex ``Memory``

@@ -89,7 +89,7 @@ def test_threads_never_see_each_others_turns():
     say(agent, "bob", "What is my cat called?")
     received = model.received[-1]
     assert all("alice" not in str(m.content) for m in received)
-    assert set(middleware._pool._sessions) >= {"alice", "bob"}
+    assert set(middleware._pool._conversations) >= {"alice", "bob"}
 
 
 def test_a_restarted_middleware_continues_from_sqlite_without_embedding(tmp_path):
@@ -131,7 +131,7 @@ def test_a_removed_message_leaves_no_derived_trace(tmp_path):
     assert len(pins) == 2
     agent.update_state(config, {"messages": [RemoveMessage(id=m.id) for m in pins]})
     say(agent, "t1", "What do I bake on Sundays?")
-    assert "4417" not in str(middleware.session_for("t1").strategy.to_state())
+    assert "4417" not in str(middleware.conversation("t1").strategy.to_state())
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT data FROM ctxmgmt_records").fetchall()
     assert not any(b"4417" in bytes(r[0]) for r in rows)
@@ -249,7 +249,7 @@ def test_async_agent_with_a_store(tmp_path):
             await agent.ainvoke({"messages": [HumanMessage(q)]}, {"configurable": {"thread_id": "x"}})
 
     asyncio.run(talk())
-    assert len(middleware.session_for("x").strategy) == 4
+    assert len(middleware.conversation("x").strategy) == 4
     assert isinstance(model.received[-1][-1], HumanMessage)
     assert not isinstance(model.received[-1][-1], AIMessage)
 
@@ -275,7 +275,7 @@ def test_store_accepts_a_keyword_conninfo(postgres_dsn):
     _, agent = agent_with(middleware)
     say(agent, "kw", "My grey cat is called Miso.")
     say(agent, "kw", "What is my cat called?")
-    assert len(middleware.session_for("kw").strategy) == 1
+    assert len(middleware.conversation("kw").strategy) == 1
 
 
 # -- edits in place ----------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_llamaindex_message_redacted_in_place_leaves_no_derived_trace(tmp_path, 
         for block in message.blocks:
             if "4417" in getattr(block, "text", ""):
                 block.text = "[redacted]"
-    with caplog.at_level("WARNING", logger="ctxmgmt.sessions"):
+    with caplog.at_level("WARNING", logger="ctxmgmt.stored_state"):
         selected = memory.get(input="What do I bake on Sundays?")
     assert "history changed at turn" in caplog.text
     assert "4417" not in str(memory.strategy.to_state())

@@ -7,11 +7,9 @@ from typing import Any
 
 import pytest
 
-from ctxmgmt import InvalidMessageError, KadaneDialStrategy
-from ctxmgmt.converted import ConvertedHistory, HistoryViews, sync_in_batches
-from ctxmgmt.session import split_current
-from ctxmgmt.sessions import Session, chain_hashes
-from ctxmgmt.types import Message, group_turns, split_system
+from ctxmgmt import InvalidMessageError
+from ctxmgmt.converted import ConvertedHistory
+from ctxmgmt.types import Message, chain_hashes, group_turns, split_system
 
 
 @dataclass(eq=False)
@@ -94,34 +92,6 @@ def test_a_bad_message_raises_and_leaves_the_view_unchanged() -> None:
     check(view, messages)
 
 
-def test_sync_in_batches_reports_progress_and_builds_the_same_state(hashing_embedder: Any) -> None:
-    turns = [t for t in ConvertedHistory(convert, lambda m: m.content).update(chat(40)).turns]
-    past, _ = split_current(turns)
-    seen: list[tuple[int, int]] = []
-    batched = Session("k", KadaneDialStrategy(embedder=hashing_embedder))
-    sync_in_batches(batched, past, lambda done, total: seen.append((done, total)), batch=16)
-    assert seen == [(16, 40), (32, 40), (40, 40)]
-    whole = Session("k", KadaneDialStrategy(embedder=hashing_embedder))
-    whole.sync(past)
-    assert batched.chains == whole.chains == chain_hashes(past)
-    assert batched.strategy.to_state() == whole.strategy.to_state()
-
-
-def test_views_are_dropped_with_their_session() -> None:
-    import gc
-
-    class Owner:
-        pass
-
-    views: HistoryViews[FrameworkMessage] = HistoryViews(convert, lambda m: m.content)
-    owner = Owner()
-    view = views.of(owner)
-    assert views.of(owner) is view
-    del owner
-    gc.collect()
-    assert len(views._views) == 0
-
-
 def test_kept_chain_hashes_equal_fresh_ones_after_appends_and_edits():
     """The view's chain hashes are exactly those of its turns, whatever changed since the last call."""
     history = [
@@ -143,7 +113,7 @@ def test_kept_chain_hashes_equal_fresh_ones_after_appends_and_edits():
 
 
 def test_without_snapshots_messages_are_compared_by_identity_only() -> None:
-    """``content_of=None`` (a block's own copies): a replaced object is converted again, nothing else."""
+    """``snapshot=None`` (a block's own copies): a replaced object is converted again, nothing else."""
     messages = chat(3)
     view = ConvertedHistory(convert, None)
     view.update(messages)

@@ -1,4 +1,4 @@
-"""Faulty embedders are named as such (issue 14, item 5).
+"""Faulty embedders are named as such.
 
 An embedder that returns NaN or infinite values, the wrong number of rows, another dimension
 than before, or no numbers at all raises :class:`ComponentError` naming it, before anything is

@@ -1,4 +1,4 @@
-"""The ONNX Runtime backend of the default embedder (issue 16, item 4).
+"""The ONNX Runtime backend of the default embedder.
 
 It must give the torch backend's vectors (within 1e-5 of ``encode``'s, within the float16
 weights' tolerance of the frozen graph's; any batch size, from any thread) so that states stored

@@ -1,4 +1,4 @@
-"""Text hygiene at the boundary (issue 14, item 1): :func:`ctxmgmt.types.clean_text`.
+"""Text hygiene at the boundary: :func:`ctxmgmt.types.clean_text`.
 
 A lone surrogate ("my cat \\ud83d is ill") used to be stored, then make ``Turn.fingerprint``
 raise UnicodeEncodeError on every later call of the conversation. Now every string of a core
@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt import KadaneDialStrategy, Message
-from ctxmgmt.session import build_context
+from ctxmgmt.selection import build_context
 from ctxmgmt.types import REPLACEMENT_CHARACTER, Turn, clean_text
 from langchain_ctxmgmt import KadaneDialMemory as LCKadaneDialMemory
 from langchain_ctxmgmt import KadaneDialMiddleware

@@ -21,9 +21,9 @@ from ctxmgmt.dates import anchor_dates
 from ctxmgmt.kadane import THETA, kadane_dial, shape_signal
 from ctxmgmt.lexical import STOPWORDS, BM25Index
 from ctxmgmt.params import MemoryConfig, param
-from ctxmgmt.records import CappedLog, plain_fields
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import NEIGHBOUR_WEIGHT, TUNED_TAU, trim_to_budget
+from ctxmgmt.strategies.state import CappedLog, plain_fields
 from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from ctxmgmt.context import Block, BlockKind, Context
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, memory_message
 from ctxmgmt.params import StrategyConfig
-from ctxmgmt.records import jsonable
+from ctxmgmt.strategies.state import jsonable
 from ctxmgmt.types import Message, Turn
 
 _S = TypeVar("_S", bound="Strategy")
@@ -200,9 +200,9 @@ class Strategy(ABC):
     def derived_state(self) -> dict[str, Any]:
         """What the strategy derived from its turns (:meth:`_state` plus ``llm_calls``).
 
-        Vectors are ``numpy`` arrays here, capped logs :class:`~ctxmgmt.records.CappedLog` s
+        Vectors are ``numpy`` arrays here, capped logs :class:`~ctxmgmt.strategies.state.CappedLog` s
         and unchanging items may be frozen dataclass instances (:meth:`to_state` turns them
-        into lists and dicts). Stores write it as records (:func:`ctxmgmt.records.flatten`);
+        into lists and dicts). Stores write it as records (:func:`ctxmgmt.store.records.flatten`);
         :meth:`restore` reads it back.
         """
         counts = self._turn_tokens

@@ -32,11 +32,11 @@ from ctxmgmt.forest_render import forest_html, forest_text, plot_forest
 from ctxmgmt.kadane import kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
-from ctxmgmt.records import plain_fields
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
+from ctxmgmt.strategies.state import plain_fields
 from ctxmgmt.types import Turn
 
 __all__ = [
@@ -1213,7 +1213,7 @@ class DiscourseTreeStrategy(Strategy):
         return {
             "embeddings": list(self._vectors),
             "query_embeddings": list(self._query_vectors),
-            "nodes": list(self._nodes),  # frozen: persisted by identity, see ctxmgmt.records
+            "nodes": list(self._nodes),  # frozen: persisted by identity, see ctxmgmt.store.records
             "trees": [t.to_dict() for t in self._trees],
             "branches": [b.to_dict() for b in self._branches],
             "decisions": list(self._log),

@@ -23,8 +23,8 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.params import MemoryConfig, param
-from ctxmgmt.records import CappedLog, plain_fields
 from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.strategies.state import CappedLog, plain_fields
 from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)

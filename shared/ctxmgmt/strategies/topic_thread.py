@@ -30,10 +30,10 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs, span_label
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
-from ctxmgmt.records import CappedLog, plain_fields
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.strategies.state import CappedLog, plain_fields
 from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)

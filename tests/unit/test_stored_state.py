@@ -23,12 +23,11 @@ from ctxmgmt import (
     TopicThreadStrategy,
 )
 from ctxmgmt.components.summarizer import LLMSummarizer
-from ctxmgmt.records import CappedLog, RecordTracker, flatten, jsonable, unflatten
-from ctxmgmt.sessions import MessageLog, SessionPool, chain_hashes
+from ctxmgmt.conversation import Codec, ConversationPool
 from ctxmgmt.store import InMemoryStore, SQLiteStore, StoreError
+from ctxmgmt.stored_state import StoredState
 from ctxmgmt.strategies import acm, swin, topic_thread
-from ctxmgmt.strategies.discourse_tree import Node
-from ctxmgmt.types import Turn, group_turns
+from ctxmgmt.types import Turn, chain_hashes, group_turns
 from tests.conftest import HashingEmbedder
 
 PIN = "PIN 4417-2290"
@@ -64,6 +63,25 @@ KINDS = {
 }
 
 
+class StatePool:
+    """Stored states by conversation id, as the adapters' conversation pools keep them."""
+
+    def __init__(self, factory, *, store=None, max_sessions=1000):
+        codec = Codec(to_core=lambda m: m, snapshot=None, memory_message=lambda m: m)
+        self.pool: ConversationPool[Message] = ConversationPool(
+            factory, codec, surface="test", store=store, max_conversations=max_sessions
+        )
+
+    def get(self, conversation_id: str) -> StoredState:
+        return self.pool.get(conversation_id).state
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+    def __contains__(self, conversation_id: object) -> bool:
+        return conversation_id in self.pool
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 def store_factory(request, tmp_path):
     shared = InMemoryStore()
@@ -74,7 +92,7 @@ def store_factory(request, tmp_path):
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
     emb, llm = HashingEmbedder(), Counting()
-    pool = SessionPool(lambda: KINDS[kind](emb, llm), store=store_factory())
+    pool = StatePool(lambda: KINDS[kind](emb, llm), store=store_factory())
     turns = conversation(30)
     live = pool.get("alice")
     live.sync(turns[:20])
@@ -82,7 +100,7 @@ def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
     expected = live.strategy.to_state()
     embeds, calls = len(emb.calls), llm.calls
 
-    restarted = SessionPool(lambda: KINDS[kind](emb, llm), store=store_factory()).get("alice")
+    restarted = StatePool(lambda: KINDS[kind](emb, llm), store=store_factory()).get("alice")
     restarted.sync(turns)
     assert restarted.strategy.to_state() == expected
     assert (len(emb.calls), llm.calls) == (embeds, calls)  # nothing recomputed
@@ -94,14 +112,14 @@ def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
 def test_redacted_turn_leaves_no_derived_trace(kind, tmp_path, caplog):
     emb, llm = HashingEmbedder(), Counting()
     path = tmp_path / "state.db"
-    pool = SessionPool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
+    pool = StatePool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
     turns = conversation(60, secret_at=1)
     session = pool.get("bob")
     session.sync(turns)
     redacted = list(turns)
     redacted[1] = Turn(1, (Message("user", "[redacted]"), turns[1].messages[1]))
     with caplog.at_level(logging.WARNING):
-        fresh_pool = SessionPool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
+        fresh_pool = StatePool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
         fresh_pool.get("bob").sync(redacted)
         session.sync(redacted)
     assert "no longer matches" in caplog.text and "changed at turn 1" in caplog.text
@@ -121,11 +139,11 @@ def test_alternating_sessions_cost_no_extra_llm_calls(kind):
     turns_a, turns_b = conversation(24), conversation(24, secret_at=3)
     sequential, alternating = Counting(), Counting()
     emb = HashingEmbedder()
-    pool = SessionPool(lambda: KINDS[kind](emb, sequential), store=InMemoryStore())
+    pool = StatePool(lambda: KINDS[kind](emb, sequential), store=InMemoryStore())
     for name, turns in (("a", turns_a), ("b", turns_b)):
         for i in range(1, len(turns) + 1):
             pool.get(name).sync(turns[:i])
-    pool = SessionPool(lambda: KINDS[kind](emb, alternating), store=None)
+    pool = StatePool(lambda: KINDS[kind](emb, alternating), store=None)
     for i in range(1, 25):
         pool.get("a").sync(turns_a[:i])
         pool.get("b").sync(turns_b[:i])
@@ -134,7 +152,7 @@ def test_alternating_sessions_cost_no_extra_llm_calls(kind):
 
 def test_live_sessions_are_bounded_and_evicted_ones_reload(tmp_path):
     emb = HashingEmbedder()
-    pool = SessionPool(
+    pool = StatePool(
         lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(tmp_path / "s.db"), max_sessions=3
     )
     turns = conversation(4)
@@ -147,12 +165,12 @@ def test_live_sessions_are_bounded_and_evicted_ones_reload(tmp_path):
 
 
 def test_any_string_is_a_session_id(tmp_path):
-    pool = SessionPool(lambda: SWinStrategy(), store=SQLiteStore(tmp_path / "s.db"))
+    pool = StatePool(lambda: SWinStrategy(), store=SQLiteStore(tmp_path / "s.db"))
     turns = conversation(8)
     odd = ["", "'; DROP TABLE ctxmgmt_records; --", "ünïcødé 🐈", "a/b:c{d}[e]#", "x" * 5000]
     for sid in odd:
         pool.get(sid).sync(turns)
-    reloaded = SessionPool(lambda: SWinStrategy(), store=SQLiteStore(tmp_path / "s.db"))
+    reloaded = StatePool(lambda: SWinStrategy(), store=SQLiteStore(tmp_path / "s.db"))
     for sid in odd:
         session = reloaded.get(sid)
         session.sync(turns)
@@ -161,9 +179,9 @@ def test_any_string_is_a_session_id(tmp_path):
 
 def test_parameters_changed_since_storing_rebuild_with_a_warning(tmp_path, caplog):
     path = tmp_path / "s.db"
-    SessionPool(lambda: SWinStrategy(window=6), store=SQLiteStore(path)).get("a").sync(conversation(12))
+    StatePool(lambda: SWinStrategy(window=6), store=SQLiteStore(path)).get("a").sync(conversation(12))
     with caplog.at_level(logging.WARNING):
-        session = SessionPool(lambda: SWinStrategy(window=4), store=SQLiteStore(path)).get("a")
+        session = StatePool(lambda: SWinStrategy(window=4), store=SQLiteStore(path)).get("a")
         session.sync(conversation(12))
     assert "rebuilding" in caplog.text
     reference = SWinStrategy(window=4)
@@ -182,11 +200,11 @@ def test_another_embedder_since_storing_rebuilds_instead_of_mixing_vectors(tmp_p
 
     path = tmp_path / "s.db"
     turns = conversation(12)
-    stored = SessionPool(lambda: KadaneDialStrategy(embedder=HashingEmbedder()), store=SQLiteStore(path))
+    stored = StatePool(lambda: KadaneDialStrategy(embedder=HashingEmbedder()), store=SQLiteStore(path))
     stored.get("a").sync(turns)
     wider = Wider()
     with caplog.at_level(logging.WARNING):
-        session = SessionPool(lambda: KadaneDialStrategy(embedder=wider), store=SQLiteStore(path)).get("a")
+        session = StatePool(lambda: KadaneDialStrategy(embedder=wider), store=SQLiteStore(path)).get("a")
         session.sync(turns)
     assert "rebuilding" in caplog.text
     assert session.strategy.matrix.shape[1] == wider.embed(["x"]).shape[1]
@@ -196,13 +214,13 @@ def test_another_embedder_since_storing_rebuilds_instead_of_mixing_vectors(tmp_p
 def test_corrupt_record_rebuilds_instead_of_failing(tmp_path, caplog):
     path = tmp_path / "s.db"
     emb = HashingEmbedder()
-    SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a").sync(
+    StatePool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a").sync(
         conversation(6)
     )
     with sqlite3.connect(path) as db:
         db.execute("UPDATE ctxmgmt_records SET data = x'00ff' WHERE name = 'embeddings[2]'")
     with caplog.at_level(logging.WARNING):
-        session = SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
+        session = StatePool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
         session.sync(conversation(6))
     assert "unusable" in caplog.text
     assert len(session.strategy) == 6 and session.strategy.select("cat").blocks
@@ -213,7 +231,7 @@ def test_failing_store_falls_back_to_process_memory(caplog):
         def load(self, key, *, turns=None):
             raise StoreError("database is down")
 
-    session = SessionPool(lambda: SWinStrategy(), store=Broken()).get("a")
+    session = StatePool(lambda: SWinStrategy(), store=Broken()).get("a")
     with caplog.at_level(logging.WARNING):
         session.sync(conversation(8))
     assert "database is down" in caplog.text and len(session.strategy) == 8
@@ -222,8 +240,8 @@ def test_failing_store_falls_back_to_process_memory(caplog):
 def test_two_workers_on_one_session_neither_lose_nor_duplicate(tmp_path):
     path = tmp_path / "s.db"
     emb = HashingEmbedder()
-    first = SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
-    second = SessionPool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
+    first = StatePool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
+    second = StatePool(lambda: KadaneDialStrategy(embedder=emb), store=SQLiteStore(path)).get("a")
     turns = conversation(20)
     for i in range(1, 21):
         (first if i % 2 else second).sync(turns[:i])
@@ -243,60 +261,6 @@ def test_chain_hashes_change_from_the_edited_turn_on():
     assert a[:2] == b[:2] and all(x != y for x, y in zip(a[2:], b[2:], strict=True))
 
 
-def test_records_round_trip_and_track_changes():
-    state = {"embeddings": [np.ones(3, dtype=np.float32)], "items": {"a{b}": 1}, "n": 2, "log": []}
-    records = flatten(state)
-    back = unflatten(records)
-    assert back["items"] == {"a{b}": 1} and back["n"] == 2 and back["log"] == []
-    assert np.array_equal(back["embeddings"][0], state["embeddings"][0])
-    tracker = RecordTracker()
-    assert set(tracker.changes(records)) == set(records)
-    assert tracker.changes(records) == {}
-    state["n"] = 3
-    del state["items"]
-    changed = tracker.changes(flatten(state))
-    assert changed == {"n": 3, "items#": None, "items{a{b}}": None}
-
-
-def test_capped_log_records_keep_their_numbers():
-    log = CappedLog(3)
-    tracker = RecordTracker()
-    writes = []
-    for i in range(8):
-        log.append({"event": i})
-        writes.append(tracker.changes(flatten({"log": log.map(dict), "n": i})))
-    assert list(log) == [{"event": 5}, {"event": 6}, {"event": 7}] and log.start == 5
-    # once full, a turn writes the new entry, a tombstone for the dropped one and the counter
-    assert writes[-1] == {"log[7]": {"event": 7}, "log[4]": None, "n": 7}
-    assert all(len(w) <= 4 for w in writes)
-    back = unflatten(flatten({"log": log}))["log"]
-    assert isinstance(back, CappedLog) and back == log and back.cap == 3
-    assert jsonable({"log": log}) == {"log": [{"event": 5}, {"event": 6}, {"event": 7}]}
-    assert CappedLog.restored(2, [1, 2, 3]) == CappedLog(2, [2, 3], 1)  # a plain list: numbered from 0
-    with pytest.raises(ValueError, match="missing entries"):
-        unflatten({"log#": ["log", 3, 3], "log[5]": 1, "log[7]": 2, "log[8]": 3})
-
-
-def test_tracker_compares_frozen_items_by_identity_and_values_exactly():
-    node = Node(id=0, tree=0, branch=0, parent=None, summary="cats")
-    tracker = RecordTracker()
-    assert tracker.changes(flatten({"nodes": [node], "x": 1})) == {
-        "nodes#": ["list", 1],
-        "nodes[0]": node.to_dict(),
-        "x": 1,
-    }
-    assert tracker.changes(flatten({"nodes": [node], "x": 1})) == {}
-    # a replaced node is written even when only its type of number changed
-    assert tracker.changes(flatten({"nodes": [Node(0, 0, 0, None, "dogs")], "x": 1.0})) == {
-        "nodes[0]": {"id": 0, "tree": 0, "branch": 0, "parent": None, "summary": "dogs", "query": ""},
-        "x": 1.0,
-    }
-    # a restored state (plain records) is compared by value: nothing is rewritten
-    restored = RecordTracker()
-    restored.reset({"nodes#": ["list", 1], "nodes[0]": node.to_dict(), "x": 1})
-    assert restored.changes(flatten({"nodes": [node], "x": 1})) == {}
-
-
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_restarted_session_writes_what_a_continuous_one_writes(kind, tmp_path):
     """After a restart the next turns write exactly the rows they write without one (no rewrite)."""
@@ -308,10 +272,10 @@ def test_a_restarted_session_writes_what_a_continuous_one_writes(kind, tmp_path)
         def factory(llm: Counting = llm) -> Any:
             return KINDS[kind](emb, llm)
 
-        session = SessionPool(factory, store=SQLiteStore(path)).get("a")
+        session = StatePool(factory, store=SQLiteStore(path)).get("a")
         session.sync(turns[:24])
         if label == "restarted":
-            session = SessionPool(factory, store=SQLiteStore(path)).get("a")
+            session = StatePool(factory, store=SQLiteStore(path)).get("a")
             session.sync(turns[:24])
         for i in range(25, 31):
             session.sync(turns[:i])
@@ -353,7 +317,7 @@ def test_capped_logs_write_each_entry_once(kind, tmp_path, monkeypatch):
     monkeypatch.setattr(module, constant, 4)
     emb, llm, path = HashingEmbedder(), by_prompt, tmp_path / "s.db"
     turns = conversation(60)
-    session = SessionPool(lambda: factory(emb, llm), store=SQLiteStore(path)).get("a")
+    session = StatePool(lambda: factory(emb, llm), store=SQLiteStore(path)).get("a")
     for i in range(1, 61):
         session.sync(turns[:i])
     edited = list(turns)
@@ -368,7 +332,7 @@ def test_capped_logs_write_each_entry_once(kind, tmp_path, monkeypatch):
     assert len(dropped) > 4, "the log never overflowed its cap"
     assert len(written) == len(set(written)) and len(dropped) == len(set(dropped))
     assert set(dropped) <= set(written)
-    restarted = SessionPool(lambda: factory(emb, llm), store=SQLiteStore(path)).get("a")
+    restarted = StatePool(lambda: factory(emb, llm), store=SQLiteStore(path)).get("a")
     restarted.sync(edited)
     rebuilt = factory(emb, by_prompt)
     rebuilt.add_many(edited)
@@ -377,19 +341,8 @@ def test_capped_logs_write_each_entry_once(kind, tmp_path, monkeypatch):
     assert state[field] == rebuilt.to_state()[field] and len(state[field]) == 4
 
 
-def test_message_log_appends_in_order(tmp_path):
-    log = MessageLog(SQLiteStore(tmp_path / "s.db"), "flushed:x")
-    log.append([{"role": "user", "content": "hi"}])
-    log.append([{"role": "assistant", "content": "hello"}, {"role": "user", "content": "again"}])
-    assert [m["content"] for m in MessageLog(SQLiteStore(tmp_path / "s.db"), "flushed:x").load()] == [
-        "hi",
-        "hello",
-        "again",
-    ]
-
-
 def test_common_prefix_of_chains_finds_every_first_difference():
-    from ctxmgmt.sessions import _common_prefix
+    from ctxmgmt.stored_state import _common_prefix
 
     turns = conversation(17)
     base = chain_hashes(turns)

@@ -1,29 +1,19 @@
-"""Live sessions: one strategy per conversation, kept in step with its raw history and a store.
+"""One conversation's derived state, kept in step with its raw history and persisted in a store.
 
-A :class:`SessionPool` maps the framework's own conversation identity (a LangGraph
-``thread_id``, a LlamaIndex ``chat_store_key`` or ``Memory`` ``session_id``) to a
-:class:`Session`: that conversation's strategy, its lock, and the chain hashes of the turns
-it holds. At most ``max_sessions`` sessions stay live (least recently used out first); an
-evicted session is loaded again from the store when it returns.
-
-:meth:`Session.sync` brings the strategy up to date with the completed turns of the raw
+:meth:`StoredState.sync` brings a strategy up to date with the completed turns of the raw
 history: it compares chain hashes (a running hash of every turn's fingerprint, so an edit
 or deletion anywhere is found, not only in sampled turns), rewinds to the last turn that
 still matches (state restored from the store as it was after that turn, or rebuilt), and
 adds the new turns, writing each turn's changed records in one store transaction.
+:class:`ctxmgmt.conversation.Conversation` owns one and calls it under its lock.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.records import RecordTracker, flatten, unflatten
 from ctxmgmt.store.base import (
     SCHEMA_VERSION,
     CorruptRecordError,
@@ -32,16 +22,11 @@ from ctxmgmt.store.base import (
     StoreError,
     TurnEntry,
 )
+from ctxmgmt.store.records import RecordTracker, flatten, unflatten
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn, chain_hashes
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_SESSIONS = 1000
-"""Live sessions a pool keeps in memory (the rest are reloaded from the store on demand)."""
-
-DEFAULT_SESSION = "default"
-"""Session id used when the framework gives none (e.g. an agent run without a ``thread_id``)."""
 
 RETRIES = 5
 """Attempts at writing a turn when other writers keep winning the compare-and-set."""
@@ -67,20 +52,26 @@ def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
     return low
 
 
-class Session:
-    """One conversation: its strategy, kept in step with the raw history and the store.
+class StoredState:
+    """A conversation's strategy, kept in step with the raw history and the store.
+
+    Not thread-safe on its own: the owning :class:`~ctxmgmt.conversation.Conversation` calls
+    it under the conversation's lock.
 
     Args:
-        key: Store key of the conversation (the pool adds the strategy name).
+        key: Store key of the conversation.
         strategy: The conversation's own strategy (never shared).
         store: Where derived state persists; None = only in this process.
+
+    Attributes:
+        chains: Chain hashes of the turns the strategy holds.
+        version: Version of the stored state this process last read or wrote.
     """
 
     def __init__(self, key: str, strategy: Strategy, store: StateStore | None = None) -> None:
         self.key = key
         self.strategy = strategy
         self.store = store
-        self.lock = threading.RLock()
         self.chains: list[str] = []
         self.version = 0
         self._tracker = RecordTracker()
@@ -92,37 +83,37 @@ class Session:
 
         ``chains`` are the chain hashes of ``past`` when the caller keeps them
         (:meth:`ctxmgmt.converted.ConvertedHistory.chains`); by default they are computed.
+        The caller holds the conversation's lock.
         Never raises for store trouble: a failing or inconsistent store is reported as a
         warning and the state is rebuilt from ``past``.
         """
         chains = chain_hashes(past) if chains is None else list(chains)
         if len(chains) != len(past):
             raise ValueError(f"{len(chains)} chain hashes for {len(past)} turns")
-        with self.lock:
-            for _ in range(RETRIES):
-                try:
-                    self._sync(past, chains)
-                    return
-                except StaleStateError:
-                    logger.info("session %r was written by another worker; reloading", self.key)
-                    self._unload()
-                except CorruptRecordError as exc:
-                    logger.warning("session %r: stored state unusable (%s); rebuilding", self.key, exc)
-                    assert self.store is not None
-                    self.store.delete(self.key)
-                    self._unload()
-                except StoreError as exc:
-                    logger.warning(
-                        "state store failed for session %r (%s); this call works without it", self.key, exc
-                    )
-                    self._sync_without_store(past, chains)
-                    return
-            self._unload()
-            self.store, self._loaded = None, True
-            logger.warning(
-                "session %r: gave up writing after %d conflicts; working in process", self.key, RETRIES
-            )
-            self._sync(past, chains)
+        for _ in range(RETRIES):
+            try:
+                self._sync(past, chains)
+                return
+            except StaleStateError:
+                logger.info("session %r was written by another worker; reloading", self.key)
+                self._unload()
+            except CorruptRecordError as exc:
+                logger.warning("session %r: stored state unusable (%s); rebuilding", self.key, exc)
+                assert self.store is not None
+                self.store.delete(self.key)
+                self._unload()
+            except StoreError as exc:
+                logger.warning(
+                    "state store failed for session %r (%s); this call works without it", self.key, exc
+                )
+                self._sync_without_store(past, chains)
+                return
+        self._unload()
+        self.store, self._loaded = None, True
+        logger.warning(
+            "session %r: gave up writing after %d conflicts; working in process", self.key, RETRIES
+        )
+        self._sync(past, chains)
 
     def _sync_without_store(self, past: Sequence[Turn], chains: list[str]) -> None:
         """Rebuild in process for this call; the next call loads from the store again."""
@@ -258,127 +249,21 @@ class Session:
 
         The stored state is replaced by the carried-over state when the next turn is written.
         """
-        with self.lock:
-            self.chains = []
-            self._tracker.reset()
-            if self.store is not None:
-                self.store.delete(self.key)
-                self.version = 0
+        self.chains = []
+        self._tracker.reset()
+        if self.store is not None:
+            self.store.delete(self.key)
+            self.version = 0
 
     def clear(self) -> None:
         """Forget the conversation's derived state, here and in the store."""
-        with self.lock:
-            if self.store is not None:
-                try:
-                    self.store.delete(self.key)
-                except StoreError as exc:
-                    logger.warning("could not delete session %r from the store: %s", self.key, exc)
-            self.strategy.reset()
-            self.chains = []
-            self.version = 0
-            self._tracker.reset()
-            self._loaded = self.store is None
-
-
-class SessionPool:
-    """Live sessions by id, at most ``max_sessions`` of them (least recently used evicted).
-
-    Args:
-        factory: Builds a new, empty strategy (one per session).
-        store: Where sessions' derived state persists; None = in this process only.
-        max_sessions: Live sessions kept in memory; 1000.
-
-    Raises:
-        ConfigurationError: ``max_sessions`` is not a positive int.
-    """
-
-    def __init__(
-        self,
-        factory: Callable[[], Strategy],
-        *,
-        store: StateStore | None = None,
-        max_sessions: int = DEFAULT_MAX_SESSIONS,
-    ) -> None:
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
-            raise ConfigurationError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
-        self.factory = factory
-        self.store = store
-        self.max_sessions = max_sessions
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._sessions)
-
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._sessions
-
-    def get(self, session_id: str | None) -> Session:
-        """The live session ``session_id`` (None = :data:`DEFAULT_SESSION`), created or reloaded."""
-        session_id = DEFAULT_SESSION if session_id is None else str(session_id)
-        with self._lock:
-            session = self._sessions.get(session_id)
-            if session is None:
-                strategy = self.factory()
-                session = Session(f"{strategy.name}:{session_id}", strategy, self.store)
-                self._sessions[session_id] = session
-                while len(self._sessions) > self.max_sessions:
-                    self._sessions.popitem(last=False)
-            else:
-                self._sessions.move_to_end(session_id)
-            return session
-
-    def sessions(self) -> list[Session]:
-        """The live sessions, least recently used first."""
-        with self._lock:
-            return list(self._sessions.values())
-
-    def discard(self, session_id: str | None) -> None:
-        """Drop the live session (its stored state stays)."""
-        with self._lock:
-            self._sessions.pop(DEFAULT_SESSION if session_id is None else str(session_id), None)
-
-
-class MessageLog:
-    """Raw messages an adapter keeps itself (a ``Memory`` block's flushed turns), in a store.
-
-    Each message is one entry (``turn`` = its position), written as JSON data; appends are
-    compare-and-set like derived state, so two workers never lose or duplicate a message.
-
-    Args:
-        store: Where the messages persist.
-        key: The log's store key.
-    """
-
-    def __init__(self, store: StateStore, key: str) -> None:
-        self.store = store
-        self.key = key
-
-    def load(self) -> list[Any]:
-        """Every message, in order (empty if none)."""
-        stored = self.store.load(self.key)
-        if stored is None:
-            return []
-        return [stored.records[f"m[{i}]"] for i in range(len(stored.chains))]
-
-    def append(self, messages: Sequence[Any]) -> None:
-        """Append JSON-serialisable messages (retried on a concurrent append)."""
-        for _ in range(RETRIES):
-            stored = self.store.load(self.key)
-            start, version = (0, 0) if stored is None else (len(stored.chains), stored.version)
-            entries = [
-                TurnEntry(
-                    start + i, hashlib.sha1(repr(m).encode("utf-8")).hexdigest(), {f"m[{start + i}]": m}
-                )
-                for i, m in enumerate(messages)
-            ]
+        if self.store is not None:
             try:
-                self.store.append(self.key, entries, expected_version=version, strategy="messages", config={})
-                return
-            except StaleStateError:
-                continue
-        raise StoreError(f"could not append to {self.key!r} after {RETRIES} conflicts")
-
-
-def _digest(message: Any) -> str:
-    return hashlib.sha1(repr(message).encode("utf-8")).hexdigest()
+                self.store.delete(self.key)
+            except StoreError as exc:
+                logger.warning("could not delete session %r from the store: %s", self.key, exc)
+        self.strategy.reset()
+        self.chains = []
+        self.version = 0
+        self._tracker.reset()
+        self._loaded = self.store is None

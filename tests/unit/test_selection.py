@@ -20,7 +20,7 @@ from ctxmgmt import (
 )
 from ctxmgmt.budget import check_budget, message_tokens, messages_tokens, turn_tokens
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
-from ctxmgmt.session import infer_query, split_current, sync_strategy
+from ctxmgmt.selection import infer_query, split_current, sync_strategy
 from tests.helpers import PROPERTY_WITH_FIXTURE, TOPICS
 
 SYSTEM = Message("system", "You are a helpful assistant. Answer briefly.")

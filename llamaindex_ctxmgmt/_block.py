@@ -1,0 +1,322 @@
+"""The ``Memory`` block base: a ``BaseMemoryBlock`` over any ctxmgmt Strategy.
+
+A block keeps the messages ``llama_index.core.memory.Memory`` flushes out of its short-term
+queue (per ``Memory`` session) and, on each ``Memory.get()``, selects among them for the newest
+user message through that session's :class:`ctxmgmt.conversation.Conversation`. Each block is a
+declaration, ``class XBlock(StrategyMemoryBlock, strategy=S, name=..., text_header=...)``.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from typing import Any, ClassVar, Literal
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from ctxmgmt.adapter import AdapterField, SelectionRecord, budget_param, check_adapter
+from ctxmgmt.budget import check_budget
+from ctxmgmt.components.tokens import TokenCounter, as_token_counter
+from ctxmgmt.context import Context
+from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
+from ctxmgmt.exceptions import InvalidMessageError
+from ctxmgmt.offload import run_blocking
+from ctxmgmt.store.message_log import MessageLog
+from ctxmgmt.strategies.base import Strategy
+from llamaindex_ctxmgmt._convert import CODEC, latest_user_text, render_context, to_message
+from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
+
+DEFAULT_BLOCK_TOKENS = 9000
+"""Most tokens a block returns when its ``token_limit`` is None and its strategy has no budget
+of its own: the share LlamaIndex's ``Memory`` leaves its blocks by default (token_limit 30,000
+x (1 - chat_history_token_ratio 0.7)). Without a bound a long conversation's selection could
+run to tens of thousands of tokens that ``Memory`` would count and then truncate away."""
+
+
+class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
+    """A ``BaseMemoryBlock`` that selects among the turns ``Memory`` flushed out of its queue.
+
+    ``llama_index.core.memory.Memory`` keeps recent messages in a FIFO queue; when the queue
+    exceeds its share of ``token_limit`` it hands the oldest whole turns to every memory block
+    (``aput``). This block keeps them (its own lossless list, per ``Memory`` session) and, on
+    each ``Memory.get()``, selects the earlier turns relevant to the current query: the newest
+    user message of the messages ``Memory`` passes in (its queue plus ``input``).
+
+    Output (``output``):
+        ``"messages"`` (default): the selected turns verbatim as ``ChatMessage`` objects, in
+        chronological order. ``Memory`` puts them directly before its queue, so the LLM sees one
+        chronological conversation with the irrelevant middle left out; tool calls stay next to
+        their results. ``Memory.insert_method`` does not apply to messages.
+
+        Summaries and entity lists come first, as one framed memory message each, in the
+        strategy's ``memory_role`` (user by default; :mod:`ctxmgmt.framing`).
+
+        ``"text"``: a ``speaker: text`` transcript of the selected turns (after ``text_header``),
+        escaped so that no line can close ``Memory``'s tags. ``Memory`` renders it inside
+        ``<name>...</name>`` in its memory template, into the system message
+        (``InsertMethod.SYSTEM``, Memory's default) or the latest user message
+        (``InsertMethod.USER``). Use it for providers that reject old tool messages or require
+        strict role alternation, with ``InsertMethod.USER``: in the system message, text the user
+        (or a summarising model) wrote would gain system authority.
+
+    Budget: ``token_limit`` tokens at most. None (default): the strategy's own selection (ACM's
+    within its ``token_budget``), cut to :data:`DEFAULT_BLOCK_TOKENS` (9,000, the share
+    ``Memory`` leaves its blocks by default) when it is larger.
+
+    Truncation: with ``priority`` >= 1 (default 1), when the blocks and the queue exceed
+    ``Memory.token_limit``, ``Memory`` calls :meth:`atruncate`, which selects again within a
+    smaller budget (least relevant turns go first) instead of dropping everything.
+
+    Persistence: with ``store`` (``"sqlite:///memories.db"``, a PostgreSQL DSN, a ctxmgmt
+    ``StateStore`` or a LlamaIndex KV store) the flushed messages and each session's derived
+    state are written there, so a restarted process continues where it was; at most
+    ``max_sessions`` sessions stay in memory. Without a store both live in this process only
+    (the flushed messages of every session are kept). System messages flushed into the block
+    are kept but never returned.
+
+    Media: messages with images, audio, video or documents are kept whole and returned as they
+    were flushed, so the LLM receives the media of a selected turn; selection scores their text
+    (an image-only message through the rest of its turn) and budgets count each media block
+    with the token counter's estimate (:data:`ctxmgmt.budget.MEDIA_TOKENS`).
+
+    Unusable messages: ``Memory`` flushes from inside ``put``/``get``, so ``aput`` never raises
+    on a message's content. A message the block cannot use (e.g. a user message with no text
+    and no media, or a content block it cannot classify) is skipped - not stored, not
+    selectable - with a ``UserWarning``; the rest of the flush is kept. ``Memory``'s own queue
+    and chat store are not affected.
+    """
+
+    name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
+    priority: int = Field(default=1, description="Truncation priority (0 = never truncate).")
+    token_limit: int | None = Field(
+        default=None,
+        description="Most tokens the block returns (None: the strategy's own selection, at most "
+        "9,000 tokens; Memory truncates further when its token_limit asks).",
+    )
+    output: Literal["messages", "text"] = Field(
+        default="messages", description="Return the selected turns as ChatMessages or as one text."
+    )
+    text_header: str = Field(
+        default="Earlier turns of this conversation relevant to the latest message:",
+        description="First line of the text output ('' for none).",
+    )
+    token_counter: Any = Field(default=None, exclude=True, description="ctxmgmt TokenCounter or str -> int.")
+    store: Any = Field(
+        default=None,
+        exclude=True,
+        description="Where flushed messages and derived state persist ('sqlite:///x.db', a DSN, a store).",
+    )
+    max_sessions: int = Field(default=DEFAULT_MAX_SESSIONS, description="Sessions kept live in this process.")
+    progress: Any = Field(
+        default=None,
+        exclude=True,
+        description="progress(turns_done, turns_total) while a long flushed history is derived.",
+    )
+
+    strategy_class: ClassVar[type[Strategy]]
+    adapter_fields: ClassVar[tuple[AdapterField, ...]] = ()
+
+    _histories: OrderedDict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=OrderedDict)
+    _pool: ConversationPool[ChatMessage] | None = PrivateAttr(default=None)
+    _counter: TokenCounter | None = PrivateAttr(default=None)
+    _issued: OrderedDict[int, tuple[str | None, str, int]] = PrivateAttr(default_factory=OrderedDict)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+
+    def __init_subclass__(
+        cls,
+        strategy: type[Strategy] | None = None,
+        name: str | None = None,
+        text_header: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Declare a block: ``class XBlock(StrategyMemoryBlock, strategy=S, name=..., text_header=...)``.
+
+        ``name`` (the block's tag in ``Memory``'s template) defaults to the strategy's name and
+        ``text_header`` to the base's.
+        """
+        if strategy is not None:  # before pydantic collects the fields
+            add_strategy_fields(cls, strategy)
+            for field, default in (("name", name or strategy.name), ("text_header", text_header)):
+                if default is None:
+                    continue
+                inherited = StrategyMemoryBlock.model_fields[field]
+                cls.__annotations__[field] = inherited.annotation
+                setattr(cls, field, Field(default=default, description=inherited.description))
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, **data: Any) -> None:
+        check_adapter(type(self), data, budget_name="token_limit", known=type(self).model_fields)
+        super().__init__(**data)
+        self._setup()
+
+    def _setup(self) -> None:
+        own = budget_param(self.strategy_class)
+        if own is None:
+            check_budget(self.token_limit, name="token_limit")
+        counter = self._counter = as_token_counter(self.token_counter)
+        self._pool = conversation_pool(self, counter, CODEC.by_identity(), surface=f"block:{self.name}")
+        self._pool.factory()  # validate now, not at the first flush
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls made on the block's behalf by its live sessions (summaries, decisions)."""
+        return self._conversations().llm_calls
+
+    @property
+    def last_context(self) -> Context | None:
+        """The :class:`~ctxmgmt.Context` of the most recent selection (None before the first)."""
+        recent = self._conversations().most_recent()
+        return None if recent is None else recent.last_context
+
+    def _conversations(self) -> ConversationPool[ChatMessage]:
+        """The block's conversations by ``Memory`` session id (a message log per session in the store).
+
+        Flushed messages are compared by identity only: the block keeps its own copy of each
+        message ``Memory`` flushed to it and only appends to that list, so a message is the same
+        object from call to call.
+        """
+        if self._pool is None:
+            self._setup()
+        assert self._pool is not None
+        return self._pool
+
+    def conversation(self, session_id: str | None = None) -> Conversation[ChatMessage]:
+        """The live conversation of a ``Memory`` session (None: ``Memory``'s untagged messages)."""
+        return self._conversations().get(session_id)
+
+    def _log(self, session_id: str | None) -> MessageLog | None:
+        store = self._conversations().store
+        return None if store is None else MessageLog(store, f"flushed:{self.name}:{session_id}")
+
+    def clear_session(self, session_id: str | None = None) -> None:
+        """Forget a session: its flushed messages and derived state, here and in the store.
+
+        ``Memory.reset()`` clears only ``Memory``'s own messages; call this beside it (e.g. when
+        a user deletes their conversation) so nothing derived from it stays in the block's store.
+        """
+        log = self._log(session_id)
+        if log is not None:
+            log.store.delete(log.key)
+        with self._lock:
+            self._histories.pop(session_id, None)
+        pool = self._conversations()
+        pool.get(session_id).clear()
+        pool.discard(session_id)
+
+    async def aclear_session(self, session_id: str | None = None) -> None:
+        """Async :meth:`clear_session`."""
+        await run_blocking(self.clear_session, session_id)
+
+    def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
+        """Every message flushed into the block for ``session_id``, as received (lossless)."""
+        return list(self._history(session_id))
+
+    def _history(self, session_id: str | None) -> list[ChatMessage]:
+        """The session's flushed messages (loaded from the store when not live)."""
+        with self._lock:
+            if session_id not in self._histories:
+                log = self._log(session_id)
+                messages = [] if log is None else [ChatMessage.model_validate(m) for m in log.load()]
+                self._histories[session_id] = messages
+            self._histories.move_to_end(session_id)
+            if self._conversations().store is not None:  # reloadable: keep only the live sessions
+                while len(self._histories) > self.max_sessions:
+                    self._histories.popitem(last=False)
+            return self._histories[session_id]
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Keep flushed messages, grouped by the ``session_id`` ``Memory`` tags them with.
+
+        Never raises on content: an unusable message is skipped with a ``UserWarning`` (see
+        the class docstring) so that ``Memory``'s flush is not aborted.
+        """
+        by_session: dict[str | None, list[ChatMessage]] = {}
+        for message in messages:
+            try:
+                to_message(message)
+            except InvalidMessageError as exc:
+                warnings.warn(
+                    f"{type(self).__name__} {self.name!r} skipped a flushed message it cannot use: {exc}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                continue
+            kwargs = dict(message.additional_kwargs or {})
+            session = kwargs.pop("session_id", None)
+            # A copy without Memory's session tag: the LLM must not receive it.
+            by_session.setdefault(session, []).append(
+                message.model_copy(update={"additional_kwargs": kwargs})
+            )
+        for session, ms in by_session.items():
+            log = self._log(session)
+            history = await run_blocking(self._history, session)  # loaded before appending
+            if log is not None:
+                await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
+            with self._lock:
+                history.extend(ms)
+
+    def _select(
+        self, session_id: str | None, query: str, budget: int | None
+    ) -> tuple[Context, list[ChatMessage]]:
+        history = list(self._history(session_id))
+        selection = (
+            self._conversations()
+            .get(session_id)
+            .select(history, query=query, budget=budget, progress=self.progress, flushed=True)
+        )
+        return selection.context, selection.messages
+
+    def _format(self, context: Context, messages: list[ChatMessage]) -> Any:
+        if self.output == "text":
+            body = render_context(context, names=(self.name,))
+            if not body:
+                return ""
+            return f"{self.text_header}\n{body}" if self.text_header else body
+        # Shallow copies: Memory may reassign a returned message's blocks when it inserts text.
+        return [m.model_copy() for m in messages]
+
+    async def _aget(
+        self, messages: list[ChatMessage] | None = None, session_id: str | None = None, **block_kwargs: Any
+    ) -> Any:
+        """Earlier turns relevant to the newest user message in ``messages``."""
+        query = latest_user_text(messages)
+        empty: Any = "" if self.output == "text" else []
+        if not query or not self._history(session_id):
+            return empty
+        context, selected = await run_blocking(self._select_capped, session_id, query)
+        content = self._format(context, selected)
+        if content:
+            self._issued[id(content)] = (session_id, query, context.tokens)
+            while len(self._issued) > 64:
+                self._issued.popitem(last=False)
+        return content or empty
+
+    def _select_capped(self, session_id: str | None, query: str) -> tuple[Context, list[ChatMessage]]:
+        """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None.
+
+        A strategy whose budget only trims (``budget_only_trims``) selects once, within the cap;
+        one whose budget can add (TopicThread fills it) keeps its own selection when that fits.
+        """
+        capped = self.token_limit is None and budget_param(self.strategy_class) is None
+        if capped and self.strategy_class.budget_only_trims:
+            return self._select(session_id, query, DEFAULT_BLOCK_TOKENS)
+        context, selected = self._select(session_id, query, self.token_limit)
+        if capped and context.tokens > DEFAULT_BLOCK_TOKENS:
+            context, selected = self._select(session_id, query, DEFAULT_BLOCK_TOKENS)
+        return context, selected
+
+    async def atruncate(self, content: Any, tokens_to_truncate: int) -> Any:
+        """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits."""
+        issued = self._issued.pop(id(content), None)
+        if issued is None or tokens_to_truncate <= 0:
+            return None if issued is None else content
+        session_id, query, tokens = issued
+        budget = tokens - tokens_to_truncate
+        if budget <= 0:
+            return None
+        context, selected = await run_blocking(self._select, session_id, query, budget)
+        truncated = self._format(context, selected)
+        return truncated or None

@@ -1,0 +1,319 @@
+"""One conversation as one object, and the pool of them an adapter keeps.
+
+A :class:`Conversation` owns everything about one conversation: its strategy, the caller's
+messages in core form (:class:`~ctxmgmt.converted.ConvertedHistory`), the sync of its derived
+state with a store (:class:`~ctxmgmt.stored_state.StoredState`) and the lock that orders them.
+Every adapter surface makes one call into it per framework call: :meth:`~Conversation.index`
+(new messages), :meth:`~Conversation.select` (what to send for a question within a budget),
+:meth:`~Conversation.clear` and :meth:`~Conversation.carry_over`.
+
+A :class:`ConversationPool` maps the framework's own identity of a conversation (a LangGraph
+``thread_id``, a chat history's ``session_id``, a LlamaIndex ``chat_store_key`` or ``Memory``
+``session_id``) to its :class:`Conversation`. The object that many conversations share (a
+middleware, a memory block) holds configuration and a pool; each conversation's state lives in
+its own object and flows down, never back up.
+
+Locking: a conversation's lock is held for the whole of each operation (conversion, derived
+state, store writes and selection), so calls of one conversation are serialised and calls of
+different conversations run in parallel. The pool's lock only guards the mapping.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+from ctxmgmt.context import Block, Context
+from ctxmgmt.converted import ConvertedHistory
+from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.selection import compose_context, split_current
+from ctxmgmt.store.base import StateStore
+from ctxmgmt.stored_state import StoredState
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Message, Turn
+
+T = TypeVar("T")
+
+Progress = Callable[[int, int], None]
+"""``progress(turns_done, turns_total)``: called while a long history is derived (cold start)."""
+
+CATCH_UP_BATCH = 256
+"""Turns derived per step when a conversation catches up with a long history (one embedding batch each)."""
+
+DEFAULT_MAX_SESSIONS = 1000
+"""Live conversations a pool keeps in memory (the rest are reloaded from the store on demand)."""
+
+DEFAULT_SESSION = "default"
+"""Conversation id used when the framework gives none (e.g. an agent run without a ``thread_id``)."""
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """How one framework's message type maps to the core, defined once per adapter.
+
+    Attributes:
+        to_core: Framework message -> :class:`~ctxmgmt.types.Message` (raises
+            ``InvalidMessageError`` for an unusable message).
+        snapshot: A cheap, comparable snapshot of every field ``to_core`` reads, so that an
+            in-place edit of any of them is seen (:class:`~ctxmgmt.converted.ConvertedHistory`);
+            None compares messages by identity only.
+        memory_message: A framed memory message (a core ``Message`` of a summary or entity
+            block, :meth:`ctxmgmt.context.Block.as_messages`) -> the framework's message.
+    """
+
+    to_core: Callable[[T], Message]
+    snapshot: Callable[[T], Any] | None
+    memory_message: Callable[[Message], T]
+
+    def by_identity(self) -> Codec[T]:
+        """This codec comparing messages by identity only (for histories never edited in place)."""
+        return replace(self, snapshot=None)
+
+    def text_block(self, block: Block) -> list[T]:
+        """A summary or entity block as the framework's messages (one framed memory message)."""
+        return [self.memory_message(m) for m in block.as_messages()]
+
+
+@dataclass(frozen=True)
+class Selection(Generic[T]):
+    """What :meth:`Conversation.select` chose.
+
+    Attributes:
+        messages: The caller's own message objects (and new memory messages for summary and
+            entity blocks), in the order they are sent.
+        context: The core :class:`~ctxmgmt.context.Context`: blocks, provenance, tokens, reasons.
+    """
+
+    messages: list[T]
+    context: Context
+
+
+class Conversation(Generic[T]):
+    """One conversation: its strategy, its converted history, its stored state, its lock.
+
+    Args:
+        key: Store key of the conversation (see :meth:`ConversationPool.key`).
+        strategy: The conversation's own strategy (never shared).
+        codec: How the caller's messages map to the core.
+        store: Where derived state persists; None = only in this process.
+
+    Attributes:
+        store: The store the conversation was created with (its stored state may work without
+            it for a while after a failure).
+        lock: Held for the whole of every operation.
+        last_context: The context of the last selection (None before the first or after
+            :meth:`clear`).
+    """
+
+    def __init__(
+        self, key: str, strategy: Strategy, codec: Codec[T], store: StateStore | None = None
+    ) -> None:
+        self.key = key
+        self.strategy = strategy
+        self.codec = codec
+        self.store = store
+        self.lock = threading.RLock()
+        self.history: ConvertedHistory[T] = ConvertedHistory(codec.to_core, codec.snapshot)
+        self.state = StoredState(key, strategy, store)
+        self.last_context: Context | None = None
+
+    def index(self, originals: Sequence[T], *, progress: Progress | None = None) -> None:
+        """Derive state for the completed turns of ``originals`` (the whole raw history).
+
+        Only the messages after the last call's are converted: the content check of the earlier
+        ones waits for the next :meth:`select`, which always checks (so an edit made in between
+        is found before it can matter).
+
+        Raises:
+            InvalidMessageError: a new message cannot be converted (nothing is indexed then).
+        """
+        with self.lock:
+            past, _ = split_current(self.history.update(originals, check=False).turns)
+            self._catch_up(past, progress)
+
+    def select(
+        self,
+        originals: Sequence[T],
+        *,
+        query: str | None = None,
+        budget: int | None = None,
+        progress: Progress | None = None,
+        flushed: bool = False,
+        text_block: Callable[[Block], list[T]] | None = None,
+    ) -> Selection[T]:
+        """What to send from ``originals`` (the whole raw history) for a question.
+
+        The history's system messages come first and the turn in progress last, verbatim; the
+        strategy chooses among the completed turns within what is left of ``budget`` (tokens;
+        None = no limit) for ``query`` (default: the newest user message). See
+        :func:`ctxmgmt.selection.compose_context`.
+
+        ``flushed=True`` is for messages a ``Memory`` flushed into a block: every turn is
+        completed (none is in progress) and system messages are kept but never selected.
+        ``text_block`` replaces the codec's rendering of summary and entity blocks.
+
+        Raises:
+            BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
+            InvalidMessageError: a new or changed message cannot be converted.
+        """
+        with self.lock:
+            history = self.history.update(originals)
+            if flushed:
+                system: Sequence[Message] = ()
+                past, current = list(history.turns), None
+            else:
+                system = history.system
+                past, current = split_current(history.turns)
+            self._catch_up(past, progress)
+            context = compose_context(self.strategy, system, past, current, query=query, budget=budget)
+            self.last_context = context
+            messages = history.select_originals(context, text_block or self.codec.text_block)
+            return Selection(messages, context)
+
+    def turn_in_progress(self, originals: Sequence[T]) -> list[T]:
+        """The caller's messages of the turn in progress in ``originals`` (``[]`` when none)."""
+        with self.lock:
+            history = self.history.update(originals)
+            _, current = split_current(history.turns)
+            return [] if current is None else list(history.turn_originals[-1])
+
+    def clear(self) -> None:
+        """Forget the conversation's derived state, here and in the store."""
+        with self.lock:
+            self.history.clear()
+            self.state.clear()
+            self.last_context = None
+
+    def carry_over(self, originals: Sequence[T] | None = None) -> None:
+        """Start a new conversation that remembers this one (SWin's ``new_session``).
+
+        With ``originals`` (the whole history being closed), every turn of it is derived first,
+        the last one included. The strategy then keeps its derived memory but no turns; the
+        stored state is replaced by the carried-over state when the next turn is written.
+        """
+        with self.lock:
+            if originals is not None:
+                self._catch_up(list(self.history.update(originals).turns), None)
+            self.strategy.new_session()
+            self.state.detach_history()
+            self.history.clear()
+            self.last_context = None
+
+    def _catch_up(self, past: Sequence[Turn], progress: Progress | None) -> None:
+        """Bring the stored state to ``past``; a long history reaching a fresh state goes in batches.
+
+        In process, ``past`` is derived :data:`CATCH_UP_BATCH` turns at a time (one embedding
+        batch each) and ``progress`` is called after each with ``(turns done, turns total)``.
+        With a store the sync is one step (the stored state must be compared with the whole
+        history, not with a prefix) and ``progress`` is called once at the end.
+        """
+        state = self.state
+        have = len(state.chains)
+        chains = self.history.chains(len(past))
+        if state.store is None and len(past) - have > CATCH_UP_BATCH:
+            for end in range(have + CATCH_UP_BATCH, len(past), CATCH_UP_BATCH):
+                state.sync(past[:end], chains[:end])
+                if progress is not None:
+                    progress(end, len(past))
+        state.sync(past, chains)
+        if progress is not None and len(past) > have:
+            progress(len(past), len(past))
+
+
+class ConversationPool(Generic[T]):
+    """Live conversations by the framework's id, at most ``max_conversations`` of them.
+
+    The least recently used conversation is dropped first; it is loaded again from the store
+    (or rebuilt from the history) when it returns.
+
+    Args:
+        factory: Builds a new, empty strategy (one per conversation).
+        codec: How the adapter's messages map to the core.
+        surface: Which kind of adapter the pool serves (``"middleware"``, ``"classic"``,
+            ``"memory"``, ``"block"``, ...): part of every store key, so two surfaces that
+            share a store and an id never share derived state.
+        store: Where derived state persists; None = in this process only (unless
+            :meth:`get` is given one).
+        max_conversations: Live conversations kept in memory; 1000.
+
+    Raises:
+        ConfigurationError: ``max_conversations`` is not a positive int.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], Strategy],
+        codec: Codec[T],
+        *,
+        surface: str,
+        store: StateStore | None = None,
+        max_conversations: int = DEFAULT_MAX_SESSIONS,
+    ) -> None:
+        if (
+            isinstance(max_conversations, bool)
+            or not isinstance(max_conversations, int)
+            or max_conversations < 1
+        ):
+            raise ConfigurationError(f"max_sessions must be an int >= 1, got {max_conversations!r}")
+        self.factory = factory
+        self.codec = codec
+        self.surface = surface
+        self.store = store
+        self.max_conversations = max_conversations
+        self._conversations: OrderedDict[str, Conversation[T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._conversations)
+
+    def __contains__(self, conversation_id: object) -> bool:
+        return conversation_id in self._conversations
+
+    def key(self, strategy: Strategy, conversation_id: str) -> str:
+        """Store key of a conversation: ``strategy name:surface:id``."""
+        return f"{strategy.name}:{self.surface}:{conversation_id}"
+
+    def get(self, conversation_id: str | None, *, store: StateStore | None = None) -> Conversation[T]:
+        """The live conversation ``conversation_id`` (None = :data:`DEFAULT_SESSION`), created or reloaded.
+
+        ``store`` is used when the pool has none of its own (a middleware without ``store=``
+        takes the agent's store, passed per call).
+        """
+        conversation_id = DEFAULT_SESSION if conversation_id is None else str(conversation_id)
+        store = self.store if self.store is not None else store
+        with self._lock:
+            conversation = self._conversations.get(conversation_id)
+            if conversation is None or conversation.store is not store:
+                strategy = self.factory()
+                conversation = Conversation(self.key(strategy, conversation_id), strategy, self.codec, store)
+                self._conversations[conversation_id] = conversation
+                while len(self._conversations) > self.max_conversations:
+                    self._conversations.popitem(last=False)
+            else:
+                self._conversations.move_to_end(conversation_id)
+            return conversation
+
+    def conversations(self) -> list[Conversation[T]]:
+        """The live conversations, least recently used first."""
+        with self._lock:
+            return list(self._conversations.values())
+
+    def most_recent(self) -> Conversation[T] | None:
+        """The conversation used last (None before any)."""
+        with self._lock:
+            return next(reversed(self._conversations.values()), None)
+
+    def discard(self, conversation_id: str | None) -> None:
+        """Drop the live conversation (its stored state stays)."""
+        with self._lock:
+            self._conversations.pop(
+                DEFAULT_SESSION if conversation_id is None else str(conversation_id), None
+            )
+
+    @property
+    def llm_calls(self) -> int:
+        """LLM calls the live conversations' strategies made on their own behalf."""
+        return sum(c.strategy.llm_calls for c in self.conversations())

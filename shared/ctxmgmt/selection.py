@@ -1,0 +1,221 @@
+"""Selection over one conversation: query inference, the turn in progress, budgeting, provenance.
+
+:func:`compose_context` is the one selection step every surface runs (system messages first,
+the strategy's choice among the completed turns, the turn in progress last, within a token
+budget); :class:`ctxmgmt.conversation.Conversation` calls it for the adapters and
+:func:`build_context` for a plain list of core messages. :func:`pick_originals` maps a
+:class:`~ctxmgmt.context.Context` back to the caller's own message objects. Nothing here knows
+a framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from ctxmgmt.budget import check_budget, messages_tokens, turn_tokens
+from ctxmgmt.context import Block, Context
+from ctxmgmt.exceptions import BudgetExceededError
+from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Message, Turn, clean_text, group_turns, split_system
+
+
+def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
+    """Split turns into (completed past turns, the turn in progress or None).
+
+    The last turn is in progress unless it ends with a final assistant answer: it holds the
+    user's new message, or a tool call waiting for (or just given) its result.
+    """
+    if turns and not turns[-1].is_complete:
+        return list(turns[:-1]), turns[-1]
+    return list(turns), None
+
+
+def infer_query(turns: Sequence[Turn], current: Turn | None, query: str | None) -> str:
+    """The query to select for: ``query`` if given, else the newest user message ("" if none).
+
+    A user message with media and no text (e.g. only an image) has no query text, so the
+    newest user message that has text is used. A given ``query`` is cleaned like message text
+    (:func:`~ctxmgmt.types.clean_text`).
+    """
+    if query is not None and query.strip():
+        return clean_text(query)
+    if current is not None and current.query:
+        return current.query
+    for turn in reversed(turns):
+        if turn.query:
+            return turn.query
+    return ""
+
+
+def sync_strategy(strategy: Strategy, past: Sequence[Turn]) -> None:
+    """Bring ``strategy`` up to date with the completed turns ``past``.
+
+    Appends the new turns when the strategy's turns are a prefix of ``past``; otherwise
+    (another conversation, an edited history) resets the strategy and adds every turn,
+    reusing content-keyed caches such as embeddings. Every known turn is compared, so an edit
+    anywhere is caught. Adapters use :class:`ctxmgmt.conversation.Conversation` instead, which
+    also rewinds only to the edited turn and persists the state.
+    """
+    known = strategy.turns
+    same_prefix = len(known) <= len(past) and all(
+        known[i].fingerprint == past[i].fingerprint for i in range(len(known))
+    )
+    if not same_prefix:
+        strategy.reset()
+        known = ()
+    if len(past) > len(known):
+        strategy.add_many(past[len(known) :])
+
+
+def build_context(
+    strategy: Strategy,
+    messages: Sequence[Message],
+    *,
+    query: str | None = None,
+    budget: int | None = None,
+) -> Context:
+    """Select what to send from ``messages`` (the full raw history) for the next model call.
+
+    Groups ``messages`` into turns, brings ``strategy`` up to date with the completed ones
+    (:func:`sync_strategy`) and runs :func:`compose_context`.
+
+    Raises:
+        BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
+        ConfigurationError: ``budget`` is not a positive int or None.
+    """
+    system, conversation = split_system(messages)
+    past, current = split_current(group_turns(conversation))
+    sync_strategy(strategy, past)
+    return compose_context(strategy, system, past, current, query=query, budget=budget)
+
+
+def compose_context(
+    strategy: Strategy,
+    system: Sequence[Message],
+    past: Sequence[Turn],
+    current: Turn | None,
+    *,
+    query: str | None = None,
+    budget: int | None = None,
+) -> Context:
+    """The context for the next model call, from a strategy that already holds ``past``.
+
+    System messages always come first and the turn in progress (``current``) always comes
+    last, verbatim; the strategy chooses among the completed turns ``past`` in between, within
+    what is left of ``budget`` (tokens; None = no limit). The query is ``query`` when given,
+    else the newest user message (:func:`infer_query`). With no query at all (no user message
+    yet) the strategy is not consulted and every completed turn is kept, newest first within
+    the budget.
+
+    Raises:
+        BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
+        ConfigurationError: ``budget`` is not a positive int or None.
+    """
+    budget = check_budget(budget)
+    counter = strategy.token_counter
+    question = infer_query(past, current, query)
+
+    fixed = messages_tokens(counter, system) + (turn_tokens(counter, current) if current else 0)
+    if budget is not None and fixed > budget:
+        raise BudgetExceededError(
+            f"the system messages and the current turn need {fixed} tokens, more than the "
+            f"budget of {budget}; raise the budget or shorten the current message"
+        )
+    remaining = None if budget is None else budget - fixed
+    if question:
+        selected = strategy.select(question, budget=remaining)
+    else:
+        selected = _recent_within(strategy, remaining)
+
+    blocks: list[Block] = []
+    if system:
+        blocks.append(
+            Block(
+                "system",
+                messages=tuple(system),
+                tokens=messages_tokens(counter, system),
+                reason="system prompt",
+            )
+        )
+    blocks.extend(selected.blocks)
+    if current is not None:
+        blocks.append(
+            Block(
+                "current",
+                turns=(len(past),),
+                messages=current.messages,
+                tokens=turn_tokens(counter, current),
+                reason="turn in progress",
+            )
+        )
+    return Context(
+        query=question,
+        blocks=blocks,
+        history_tokens=fixed + strategy.total_tokens,
+        strategy=strategy.name,
+        details=selected.details,
+    )
+
+
+T = TypeVar("T")
+
+
+def pick_originals(
+    context: Context,
+    system: Sequence[T],
+    turns: Sequence[Sequence[T]],
+    text_block: Callable[[Block], list[T]],
+) -> list[T]:
+    """The caller's own message objects for what ``context`` selected, in block order.
+
+    ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
+    (grouped as :func:`ctxmgmt.types.group_turns` groups their core form), so a turn always
+    comes back whole, as the caller's objects (ids and metadata included). Text blocks
+    (summaries, entities) become what ``text_block`` makes.
+    """
+    out: list[T] = []
+    for block in context.blocks:
+        if block.kind == "system":
+            out.extend(system)
+        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
+            out.extend(o for t in block.turns for o in turns[t])
+        elif block.text:
+            out.extend(text_block(block))
+    return out
+
+
+def select_originals(
+    context: Context,
+    converted: Sequence[Message],
+    originals: Sequence[T],
+    text_block: Callable[[Block], list[T]],
+) -> list[T]:
+    """The caller's own message objects for what ``context`` selected, in block order.
+
+    :func:`pick_originals` for callers that hold a flat list: ``converted[i]`` is the core
+    form of ``originals[i]``; they are grouped here as :func:`build_context` groups them.
+    """
+    if len(converted) != len(originals):
+        raise ValueError("converted and originals differ in length")
+    original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
+    system, conversation = split_system(list(converted))
+    turns = [[original_of[id(m)] for m in turn.messages] for turn in group_turns(conversation)]
+    return pick_originals(context, [original_of[id(m)] for m in system], turns, text_block)
+
+
+def _recent_within(strategy: Strategy, budget: int | None) -> Context:
+    turns = strategy.turns
+    keep: list[int] = []
+    used = 0
+    for turn in reversed(turns):
+        cost = strategy.tokens_of([turn.index])
+        if budget is not None and used + cost > budget:
+            break
+        keep.append(turn.index)
+        used += cost
+    keep.reverse()
+    context = Context(query="", strategy=strategy.name, history_tokens=strategy.total_tokens)
+    if keep:
+        context.blocks.append(strategy.turns_block(keep, "no query yet: most recent turns"))
+    return context

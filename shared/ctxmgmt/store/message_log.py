@@ -1,0 +1,53 @@
+"""Raw messages an adapter keeps itself, appended to a store one entry per message."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from ctxmgmt.store.base import StaleStateError, StateStore, StoreError, TurnEntry
+
+RETRIES = 5
+"""Attempts at an append when other writers keep winning the compare-and-set."""
+
+
+class MessageLog:
+    """Raw messages an adapter keeps itself (a ``Memory`` block's flushed turns), in a store.
+
+    Each message is one entry (``turn`` = its position), written as JSON data; appends are
+    compare-and-set like derived state, so two workers never lose or duplicate a message.
+
+    Args:
+        store: Where the messages persist.
+        key: The log's store key.
+    """
+
+    def __init__(self, store: StateStore, key: str) -> None:
+        self.store = store
+        self.key = key
+
+    def load(self) -> list[Any]:
+        """Every message, in order (empty if none)."""
+        stored = self.store.load(self.key)
+        if stored is None:
+            return []
+        return [stored.records[f"m[{i}]"] for i in range(len(stored.chains))]
+
+    def append(self, messages: Sequence[Any]) -> None:
+        """Append JSON-serialisable messages (retried on a concurrent append)."""
+        for _ in range(RETRIES):
+            stored = self.store.load(self.key)
+            start, version = (0, 0) if stored is None else (len(stored.chains), stored.version)
+            entries = [
+                TurnEntry(
+                    start + i, hashlib.sha1(repr(m).encode("utf-8")).hexdigest(), {f"m[{start + i}]": m}
+                )
+                for i, m in enumerate(messages)
+            ]
+            try:
+                self.store.append(self.key, entries, expected_version=version, strategy="messages", config={})
+                return
+            except StaleStateError:
+                continue
+        raise StoreError(f"could not append to {self.key!r} after {RETRIES} conflicts")

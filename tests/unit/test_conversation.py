@@ -1,0 +1,144 @@
+"""Conversation and ConversationPool: one object per conversation, every operation written once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import ctxmgmt.conversation as conversation_module
+from ctxmgmt import BudgetExceededError, InvalidMessageError, KadaneDialStrategy, SWinStrategy
+from ctxmgmt.conversation import Codec, Conversation, ConversationPool
+from ctxmgmt.store.memory import InMemoryStore
+from ctxmgmt.types import Message, chain_hashes
+
+
+@dataclass(eq=False)
+class Note:
+    """A framework-style message: mutable, compared by identity."""
+
+    role: str
+    text: str
+
+
+def to_core(note: Note) -> Message:
+    if not note.text:
+        raise InvalidMessageError("empty")
+    return Message(note.role, note.text)
+
+
+CODEC: Codec[Note] = Codec(
+    to_core=to_core, snapshot=lambda n: (n.role, n.text), memory_message=lambda m: Note(m.role, m.text)
+)
+
+
+def chat(n: int, topic: str = "cats") -> list[Note]:
+    out = [Note("system", "be brief")]
+    for i in range(n):
+        out += [Note("user", f"question {i} about {topic}"), Note("assistant", f"answer {i} about {topic}")]
+    return out
+
+
+def kadane(hashing_embedder: Any) -> Conversation[Note]:
+    return Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC)
+
+
+def test_select_returns_the_callers_objects_system_first_and_the_turn_in_progress_last(hashing_embedder):
+    conversation = kadane(hashing_embedder)
+    history = [*chat(6), Note("user", "what about cats?")]
+    selection = conversation.select(history)
+    assert selection.messages[0] is history[0]
+    assert selection.messages[-1] is history[-1]
+    assert all(any(m is h for h in history) for m in selection.messages)
+    assert selection.context is conversation.last_context
+    assert [b.kind for b in selection.context.blocks][0] == "system"
+    assert selection.context.blocks[-1].kind == "current"
+    assert len(conversation.strategy) == 6  # the completed turns only
+
+
+def test_index_derives_completed_turns_and_a_later_select_sees_an_edit_in_place(hashing_embedder):
+    conversation = kadane(hashing_embedder)
+    history = chat(3)
+    conversation.index(history)
+    assert len(conversation.strategy) == 3  # each turn ends with its answer: complete
+    history[1].text = "my locker code is [redacted]"
+    history.append(Note("user", "what is my locker code?"))
+    conversation.select(history)
+    assert all("question 0" not in t.text for t in conversation.strategy.turns)
+
+
+def test_a_long_history_is_derived_in_batches_with_progress(hashing_embedder, monkeypatch):
+    monkeypatch.setattr(conversation_module, "CATCH_UP_BATCH", 16)
+    seen: list[tuple[int, int]] = []
+    batched = kadane(hashing_embedder)
+    batched.index(chat(40), progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(16, 40), (32, 40), (40, 40)]
+    whole = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC)
+    whole.state.sync(list(batched.history.turns[:40]))
+    assert batched.state.chains == whole.state.chains == chain_hashes(batched.history.turns[:40])
+    assert batched.strategy.to_state() == whole.strategy.to_state()
+
+
+def test_flushed_messages_have_no_turn_in_progress_and_no_system_block(hashing_embedder):
+    conversation = kadane(hashing_embedder)
+    history = chat(4)
+    selection = conversation.select(history, query="question 3 about cats", flushed=True)
+    assert len(conversation.strategy) == 4
+    assert {b.kind for b in selection.context.blocks} <= {"turns"}
+    assert history[0] not in selection.messages
+
+
+def test_budget_errors_and_bad_messages_surface_as_ctxmgmt_errors(hashing_embedder):
+    conversation = kadane(hashing_embedder)
+    with pytest.raises(BudgetExceededError):
+        conversation.select([*chat(2), Note("user", "word " * 200)], budget=20)
+    with pytest.raises(InvalidMessageError):
+        conversation.select([*chat(2), Note("user", "")])
+
+
+def test_turn_in_progress_and_clear(hashing_embedder):
+    conversation = kadane(hashing_embedder)
+    history = [*chat(2), Note("user", "and now?")]
+    assert conversation.turn_in_progress(history) == [history[-1]]
+    assert conversation.turn_in_progress(chat(2)) == []
+    conversation.select(history)
+    conversation.clear()
+    assert len(conversation.strategy) == 0 and conversation.last_context is None
+
+
+def test_carry_over_keeps_the_swin_memory_and_drops_the_turns():
+    conversation = Conversation("s", SWinStrategy(window=2, overlap=0), CODEC)
+    conversation.carry_over(chat(5))
+    assert len(conversation.strategy) == 0
+    assert conversation.strategy.to_state()["items"]  # what the closed conversation taught it
+
+
+def test_pool_keys_name_the_strategy_surface_and_conversation_and_evict_the_oldest(hashing_embedder):
+    store = InMemoryStore()
+    pool: ConversationPool[Note] = ConversationPool(
+        lambda: KadaneDialStrategy(embedder=hashing_embedder),
+        CODEC,
+        surface="classic",
+        store=store,
+        max_conversations=2,
+    )
+    a = pool.get("a")
+    assert a.key == "kadanedial:classic:a" and pool.get(None).key == "kadanedial:classic:default"
+    assert pool.get("a") is a and pool.most_recent() is a
+    pool.get("b")
+    assert "default" not in pool and len(pool) == 2
+    a.index(chat(3))
+    assert store.load("kadanedial:classic:a") is not None
+
+
+def test_a_pool_without_a_store_takes_the_one_given_per_call(hashing_embedder):
+    pool: ConversationPool[Note] = ConversationPool(
+        lambda: KadaneDialStrategy(embedder=hashing_embedder), CODEC, surface="middleware"
+    )
+    agent_store = InMemoryStore()
+    plain = pool.get("t")
+    assert plain.store is None
+    stored = pool.get("t", store=agent_store)
+    assert stored is not plain and stored.store is agent_store
+    assert pool.get("t", store=agent_store) is stored

@@ -22,8 +22,14 @@ LANGCHAIN = sorted(
         "KadaneDialMiddleware",
         "SWinSummaryMiddleware",
         "TopicThreadMiddleware",
+        "ACMTieredSelector",
+        "DiscourseTreeSelector",
+        "KadaneDialSelector",
+        "SWinSummarySelector",
+        "TopicThreadSelector",
         "StrategyMemory",
         "StrategyMiddleware",
+        "StrategySelector",
     ]
 )
 

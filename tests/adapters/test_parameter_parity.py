@@ -76,8 +76,8 @@ def _case_id(value: object) -> str:
     return f"{value.__module__.split('_')[0]}-{value.__name__}"
 
 
-def test_every_memory_has_all_four_adapters():
-    assert len(ADAPTERS) == 4 * len(MEMORIES) == 20
+def test_every_memory_has_all_five_adapters():
+    assert len(ADAPTERS) == 5 * len(MEMORIES) == 25
     assert {a.strategy_class for a in ADAPTERS} == {factory for factory in MEMORIES.values()}
 
 

@@ -1,4 +1,4 @@
-"""A sixth method takes a strategy, a registry line and four one-line declarations.
+"""A sixth method takes a strategy, a registry line and one-line declarations (one per adapter kind).
 
 ``KeywordStrategy`` is a toy method (turns that share words with the question). Declared once
 per adapter kind, it passes the same contract suites as the five methods, through the real
@@ -25,6 +25,7 @@ from tests.adapters.test_framework_contract import (
     LlamaIndexBlockContract,
     LlamaIndexMemoryContract,
 )
+from tests.adapters.test_selector_contract import LangChainSelectorContract
 
 _WORD = re.compile(r"[a-z]{3,}")
 _STOP = frozenset("the and you did was are for what that have with your this from".split())
@@ -73,8 +74,11 @@ class KeywordStrategy(Strategy):
         return context
 
 
-# The four declarations a new method needs (beside its strategy and its registry line).
+# The declarations a new method needs (beside its strategy and its registry line).
 class KeywordMiddleware(lc.StrategyMiddleware, strategy=KeywordStrategy): ...
+
+
+class KeywordSelector(lc.StrategySelector, strategy=KeywordStrategy): ...
 
 
 class KeywordMemory(lc.StrategyMemory, strategy=KeywordStrategy): ...
@@ -124,3 +128,7 @@ class TestKeywordChatMemory(LlamaIndexMemoryContract):
 
 class TestKeywordBlock(LlamaIndexBlockContract):
     block_class = KeywordBlock
+
+
+class TestKeywordSelector(LangChainSelectorContract):
+    selector_class = KeywordSelector

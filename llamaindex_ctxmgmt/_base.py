@@ -45,7 +45,13 @@ from ctxmgmt.conversation import Conversation, ConversationPool
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
 from ctxmgmt.offload import run_blocking
 from ctxmgmt.strategies.base import Strategy
-from llamaindex_ctxmgmt._chat_store import ChatStoreHistory, dump_chat_store, load_chat_store_of
+from llamaindex_ctxmgmt._chat_store import (
+    ChatStoreHistory,
+    DBChatStoreBridge,
+    as_chat_store,
+    dump_chat_store,
+    load_chat_store_of,
+)
 from llamaindex_ctxmgmt._convert import CODEC, QueryInput, text_of, to_messages
 from llamaindex_ctxmgmt._counting import CounterTokenizer, resolve_counting, room_after
 from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
@@ -81,7 +87,8 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
     not passed again (see :meth:`from_dict`). ``get(initial_token_count=...)`` edge cases: see :meth:`get`.
 
     Args:
-        chat_store: Any LlamaIndex ``BaseChatStore``; default a new ``SimpleChatStore``.
+        chat_store: Any LlamaIndex ``BaseChatStore``, or an ``AsyncDBChatStore`` such as
+            ``SQLAlchemyChatStore`` (bridged); default a new ``SimpleChatStore``.
         chat_store_key: Key of this conversation in the store; default ``"chat_history"``.
         token_limit: Most tokens :meth:`get` returns (system messages and the turn in progress
             included); default 3000.
@@ -144,6 +151,8 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
     def __init__(self, **data: Any) -> None:
         # Before pydantic, so a bad value raises the strategy's ConfigurationError.
         check_adapter(type(self), data, budget_name="token_limit", known=type(self).model_fields)
+        if "chat_store" in data:
+            data["chat_store"] = as_chat_store(data["chat_store"])
         super().__init__(**data)
         self._setup()
 
@@ -171,7 +180,7 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
         cls,
         chat_history: list[ChatMessage] | None = None,
         llm: LLM | None = None,
-        chat_store: BaseChatStore | None = None,
+        chat_store: Any = None,
         chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
         token_limit: int | None = None,
         tokenizer_fn: Callable[[str], Any] | None = None,
@@ -231,6 +240,7 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
         values["tokenizer_fn"] = self.tokenizer_fn if given_tokenizer else None
         values["token_counter"] = self.token_counter
         values["store"] = self.store
+        values["chat_store"] = self.chat_store if isinstance(self.chat_store, DBChatStoreBridge) else None
         return values
 
     @model_serializer(mode="wrap")

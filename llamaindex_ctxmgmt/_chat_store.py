@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
+from ctxmgmt.exceptions import ConfigurationError
 from llamaindex_ctxmgmt._convert import to_message, to_messages
 
 
@@ -82,6 +86,8 @@ def dump_chat_store(chat_store: BaseChatStore) -> dict[str, Any]:
     ``SimpleChatStore``'s own serializer fails under pydantic >= 2.14 (its wrap serializer passes
     ``info`` as ``index_key``); its messages are then dumped one by one instead.
     """
+    if isinstance(chat_store, DBChatStoreBridge):  # an engine, not data: passed again to from_dict
+        return {"class_name": chat_store.class_name()}
     try:
         data = chat_store.model_dump()
     except Exception:
@@ -105,5 +111,118 @@ def load_chat_store_of(data: dict[str, Any], *, default_key: str) -> dict[str, A
         history = [ChatMessage.model_validate(m) for m in data.pop("chat_history") or ()]
         data["chat_store"] = SimpleChatStore(store={data.get("chat_store_key", default_key): history})
     elif isinstance(data.get("chat_store"), dict):
-        data["chat_store"] = load_chat_store(data["chat_store"])
+        if data["chat_store"].get("class_name") == DBChatStoreBridge.class_name():
+            data.pop("chat_store")  # from_dict checks that it is passed again
+        else:
+            data["chat_store"] = load_chat_store(data["chat_store"])
     return data
+
+
+class DBChatStoreBridge(BaseChatStore):
+    """A ``BaseChatStore`` over an ``AsyncDBChatStore`` (``SQLAlchemyChatStore``, the store ``Memory`` uses).
+
+    ``AsyncDBChatStore`` has async methods only and is not a ``BaseChatStore``; the chat memories
+    take it through this bridge (:func:`as_chat_store` wraps it). Every call, sync or async,
+    runs on one event loop of its own in a daemon thread, so the store's async engine always
+    sees the same loop; the memory's messages are the store's active messages under the key.
+    """
+
+    db: Any
+
+    def __init__(self, db: AsyncDBChatStore) -> None:
+        super().__init__(db=db)
+
+    @classmethod
+    def class_name(cls) -> str:
+        """Class name used in serialised dicts."""
+        return "DBChatStoreBridge"
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, _db_loop()).result()
+
+    async def _arun(self, coroutine: Any) -> Any:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, _db_loop()))
+
+    def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
+        """Replace the messages of ``key``."""
+        self._run(self.db.set_messages(key, messages))
+
+    async def aset_messages(self, key: str, messages: list[ChatMessage]) -> None:
+        """Async :meth:`set_messages`."""
+        await self._arun(self.db.set_messages(key, messages))
+
+    def get_messages(self, key: str) -> list[ChatMessage]:
+        """The messages of ``key``, oldest first."""
+        return list(self._run(self.db.get_messages(key)))
+
+    async def aget_messages(self, key: str) -> list[ChatMessage]:
+        """Async :meth:`get_messages`."""
+        return list(await self._arun(self.db.get_messages(key)))
+
+    def add_message(self, key: str, message: ChatMessage) -> None:
+        """Append one message to ``key``."""
+        self._run(self.db.add_message(key, message))
+
+    async def async_add_message(self, key: str, message: ChatMessage) -> None:
+        """Async :meth:`add_message`."""
+        await self._arun(self.db.add_message(key, message))
+
+    def delete_messages(self, key: str) -> list[ChatMessage] | None:
+        """Delete every message of ``key``."""
+        self._run(self.db.delete_messages(key))
+        return None
+
+    async def adelete_messages(self, key: str) -> list[ChatMessage] | None:
+        """Async :meth:`delete_messages`."""
+        await self._arun(self.db.delete_messages(key))
+        return None
+
+    def delete_message(self, key: str, idx: int) -> ChatMessage | None:
+        """Delete the message at position ``idx`` of ``key``."""
+        messages = self.get_messages(key)
+        if not 0 <= idx < len(messages):
+            return None
+        self.set_messages(key, messages[:idx] + messages[idx + 1 :])
+        return messages[idx]
+
+    def delete_last_message(self, key: str) -> ChatMessage | None:
+        """Delete the newest message of ``key``."""
+        messages = self.get_messages(key)
+        return self.delete_message(key, len(messages) - 1) if messages else None
+
+    def get_keys(self) -> list[str]:
+        """Every key that holds messages."""
+        return list(self._run(self.db.get_keys()))
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _db_loop() -> asyncio.AbstractEventLoop:
+    """The event loop (in a daemon thread) every :class:`DBChatStoreBridge` call runs on."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="ctxmgmt-chat-store", daemon=True).start()
+        return _LOOP
+
+
+def as_chat_store(value: Any) -> Any:
+    """``value`` as a ``BaseChatStore`` for a chat memory (None stays None).
+
+    A ``BaseChatStore`` (``SimpleChatStore``, ``RedisChatStore``, ...) is used as it is; an
+    ``AsyncDBChatStore`` (``SQLAlchemyChatStore``) is bridged (:class:`DBChatStoreBridge`).
+
+    Raises:
+        ConfigurationError: ``value`` is neither.
+    """
+    if value is None or isinstance(value, BaseChatStore):
+        return value
+    if isinstance(value, AsyncDBChatStore):
+        return DBChatStoreBridge(value)
+    raise ConfigurationError(
+        f"chat_store must be a LlamaIndex BaseChatStore (SimpleChatStore, RedisChatStore, ...) or an "
+        f"AsyncDBChatStore (SQLAlchemyChatStore, as Memory uses), got {type(value).__name__}"
+    )

@@ -22,7 +22,7 @@ from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter, as_token_counter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
-from ctxmgmt.exceptions import InvalidMessageError
+from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
 from ctxmgmt.offload import run_blocking
 from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.strategies.base import Strategy
@@ -320,3 +320,44 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         context, selected = await run_blocking(self._select, session_id, query, budget)
         truncated = self._format(context, selected)
         return truncated or None
+
+
+def flush_early(recent_tokens: int = 1000, *, token_limit: int = 30_000) -> dict[str, Any]:
+    """Settings for ``Memory.from_defaults(**flush_early(...))`` that let blocks see a chat early.
+
+    ``Memory`` keeps its newest messages in a queue and hands messages to its blocks only once
+    the queue exceeds ``token_limit * chat_history_token_ratio`` tokens (21,000 with its
+    defaults): in a short chat a block sees nothing. These settings keep about
+    ``recent_tokens`` tokens in the queue (verbatim, as ``Memory`` sends them) and flush the
+    rest to the blocks a few hundred tokens at a time, so a block selects from the earlier
+    turns as soon as there are any.
+
+    Args:
+        recent_tokens: Tokens of the newest messages ``Memory`` keeps in its queue; 1,000.
+        token_limit: ``Memory``'s total budget (queue plus blocks); 30,000 as ``Memory``'s default.
+
+    Returns:
+        ``token_limit``, ``chat_history_token_ratio`` and ``token_flush_size``.
+
+    Raises:
+        ConfigurationError: ``recent_tokens`` is not an int in [1, ``token_limit``).
+
+    Example:
+        >>> from llama_index.core.memory import Memory
+        >>> from llamaindex_ctxmgmt import KadaneDialBlock, flush_early
+        >>> memory = Memory.from_defaults(
+        ...     session_id="user-1", memory_blocks=[KadaneDialBlock()], **flush_early(800)
+        ... )  # doctest: +SKIP
+    """
+    check_budget(token_limit, name="token_limit")
+    if (
+        isinstance(recent_tokens, bool)
+        or not isinstance(recent_tokens, int)
+        or not 0 < recent_tokens < token_limit
+    ):
+        raise ConfigurationError(f"recent_tokens must be an int in [1, {token_limit}), got {recent_tokens!r}")
+    return {
+        "token_limit": token_limit,
+        "chat_history_token_ratio": recent_tokens / token_limit,
+        "token_flush_size": max(1, min(300, recent_tokens // 2)),
+    }

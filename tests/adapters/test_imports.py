@@ -43,6 +43,7 @@ LLAMAINDEX = sorted(
         "TopicThreadBlock",
         "StrategyMemory",
         "StrategyMemoryBlock",
+        "flush_early",
     ]
 )
 

@@ -58,3 +58,35 @@ def test_a_saved_memory_asks_for_its_database_store_again(tmp_path, hashing_embe
 def test_anything_else_is_refused_with_what_to_use():
     with pytest.raises(ConfigurationError, match="SQLAlchemyChatStore"):
         KadaneDialMemory(chat_store={"not": "a store"})
+
+
+async def test_flush_early_lets_a_block_see_a_short_chat(hashing_embedder):
+    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.memory import Memory
+
+    from llamaindex_ctxmgmt import KadaneDialBlock, flush_early
+
+    block = KadaneDialBlock(embed_model=hashing_embedder)
+    memory = Memory.from_defaults(
+        session_id="early",
+        memory_blocks=[block],
+        async_database_uri="sqlite+aiosqlite:///:memory:",
+        **flush_early(60),
+    )
+    turns = [
+        ("My cat is called Miso and she is grey.", "Miso is a lovely name."),
+        ("I am learning to bake sourdough bread.", "Sourdough needs a starter."),
+        ("My car engine rattles at low speed.", "It may be a loose heat shield."),
+        ("I want to visit Lisbon in spring.", "Spring is a good time for Lisbon."),
+    ]
+    for user, answer in turns:
+        await memory.aput_messages(
+            [ChatMessage(role="user", content=user), ChatMessage(role="assistant", content=answer)]
+        )
+    await memory.aput(ChatMessage(role="user", content="What is my cat called?"))
+    sent = await memory.aget()
+    assert block.stored_messages("early")  # the block saw the chat after a few turns
+    assert "Miso" in " ".join(str(m.content) for m in sent)
+    with pytest.raises(ConfigurationError):
+        flush_early(0)
+    await memory.sql_store._engine.dispose() if hasattr(memory.sql_store, "_engine") else None

@@ -20,6 +20,7 @@ from llama_index.core.base.llms.types import ChatMessage, DocumentBlock, ImageBl
 from llama_index.core.memory import Memory
 
 from ctxmgmt.budget import IMAGE_TOKENS
+from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import (
     ACMTieredMiddleware,
     DiscourseTreeMiddleware,
@@ -35,7 +36,6 @@ from llamaindex_ctxmgmt import (
     TopicThreadBlock,
 )
 from tests.adapters.test_acm_contract import CapitalisedExtractor
-from tests.conftest import HashingEmbedder
 from tests.integration.test_langchain_agent import (
     SYSTEM_PROMPT,
     get_weather,

@@ -20,10 +20,10 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store import SimpleChatStore
 
+from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import KadaneDialMemory as LCKadaneDialMemory
 from langchain_ctxmgmt import KadaneDialMiddleware, SWinSummaryMiddleware, TopicThreadMiddleware
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory, SWinSummaryBuffer
-from tests.conftest import HashingEmbedder
 from tests.integration.test_langchain_agent import (
     SYSTEM_PROMPT,
     RecordingFakeListChatModel,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from persistence import HashEmbedder  # noqa: E402  (the script next to this one)
+from _common import hash_embedder  # noqa: E402  (the module next to this script)
 
 from ctxmgmt import Message, Turn  # noqa: E402
 from ctxmgmt.components.decider import EmbeddedDecider, LLMDecider  # noqa: E402
@@ -45,7 +45,7 @@ def conversation(n: int) -> list[Turn]:
 def run(label: str, complete: Callable[[str], str], timeout: float | None, selects: int = 12) -> None:
     """Time 4 adds and ``selects`` selects with ``complete`` as the decider's LLM."""
     decider = LLMDecider(complete, fallback=EmbeddedDecider(shift_model=None), timeout=timeout)
-    strategy = DiscourseTreeStrategy(embedder=HashEmbedder(), decider=decider)
+    strategy = DiscourseTreeStrategy(embedder=hash_embedder(), decider=decider)
     start = time.perf_counter()
     strategy.add_many(conversation(4))
     add = time.perf_counter() - start

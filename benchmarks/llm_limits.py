@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from ctxmgmt import Message, Turn  # noqa: E402
 from ctxmgmt.components.decider import EmbeddedDecider, LLMDecider  # noqa: E402
 from ctxmgmt.components.llm_call import abandoned_calls  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
+from ctxmgmt.testing import FakeLLM, HangingLLM  # noqa: E402
 
 TOPICS = ("my cat Miso", "sourdough bread", "a trip to Lisbon", "the tax form")
 ANSWER = '{"action": "continue"}'
@@ -63,23 +63,14 @@ def run(label: str, complete: Callable[[str], str], timeout: float | None, selec
 
 def main() -> None:
     logging.disable(logging.WARNING)  # every fallback logs a warning; the figures are the point
-    release = threading.Event()
-
-    def hung(prompt: str) -> str:
-        release.wait()
-        return ANSWER
-
-    def slow(prompt: str) -> str:
-        time.sleep(1.0)
-        return ANSWER
-
+    hung, slow = HangingLLM(ANSWER), FakeLLM(ANSWER, delay=1.0)
     try:
         run("slow 1 s/call, timeout None (no limit)", slow, None)
         run("slow 1 s/call, timeout 30 s (default)", slow, 30.0)
         run("slow 1 s/call, timeout 0.5 s", slow, 0.5)
         run("hung forever, timeout 0.5 s", hung, 0.5)
     finally:
-        release.set()
+        hung.release.set()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The offline model every example uses: the frameworks' own fakes, adapted a little.
 
-``OfflineChatModel`` is LangChain's ``GenericFakeChatModel``, ``OfflineLLM`` is LlamaIndex's
+``OfflineChatModel`` is LangChain's ``GenericFakeChatModel`` (through
+``langchain_ctxmgmt.testing.RecordingChatModel``), ``OfflineLLM`` is LlamaIndex's
 ``MockLLM`` and ``OfflineFunctionLLM`` its ``MockFunctionCallingLLM`` (for ``FunctionAgent``).
 All keep every message list they are sent in ``received`` (what the model got is the point of
 the examples), and they answer by saying how many messages that was.
@@ -24,11 +25,11 @@ def reply_text(sent: int) -> str:
 
 
 if find_spec("langchain_core") is not None:
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.outputs import ChatResult
+    from langchain_core.messages import AIMessage
 
-    class OfflineChatModel(GenericFakeChatModel):
+    from langchain_ctxmgmt.testing import RecordingChatModel
+
+    class OfflineChatModel(RecordingChatModel):
         """LangChain's ``GenericFakeChatModel``, usable by ``create_agent``, recording its input.
 
         Args:
@@ -36,8 +37,6 @@ if find_spec("langchain_core") is not None:
                 (with ``tool_calls`` to make the agent run a tool). Every other call answers
                 with :func:`reply_text`.
         """
-
-        received: list[list[BaseMessage]] = Field(default_factory=list)
 
         def __init__(self, script: Mapping[int, AIMessage | str] | None = None, **kwargs: Any) -> None:
             super().__init__(messages=self._replies(dict(script or {})), **kwargs)
@@ -47,14 +46,6 @@ if find_spec("langchain_core") is not None:
             while True:
                 yield script.get(call) or reply_text(len(self.received[-1]))
                 call += 1
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-            """``create_agent`` binds the agent's tools; a scripted model needs no schema."""
-            return self
-
-        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-            self.received.append(list(messages))
-            return super()._generate(messages, *args, **kwargs)
 
 
 if find_spec("llama_index") is not None:

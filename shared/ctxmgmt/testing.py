@@ -101,20 +101,20 @@ class CountingEmbedder:
             (:func:`ctxmgmt.components.embedder.default_embedder`).
 
     Attributes:
-        calls: The number of texts of every ``embed`` call, in order.
-        texts: Texts embedded through ``embed`` (the sum of ``calls``).
+        calls: ``embed`` calls.
+        texts: Texts embedded through ``embed``.
         queries: Queries embedded through ``embed_query``, one each.
     """
 
     def __init__(self, inner: Any = None) -> None:
         self.inner = _default_embedder() if inner is None else inner
-        self.calls: list[int] = []
+        self.calls = 0
         self.texts = 0
         self.queries = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents with the inner embedder (counted in ``calls`` and ``texts``)."""
-        self.calls.append(len(texts))
+        self.calls += 1
         self.texts += len(texts)
         return np.asarray(self.inner.embed(texts))
 

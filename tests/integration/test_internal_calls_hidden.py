@@ -20,7 +20,7 @@ import llama_index.core.instrumentation as instrument
 from langchain.agents import create_agent
 from langchain.agents.middleware.internal_call_transformer import INTERNAL_CALL_METADATA_KEY
 from langchain.agents.middleware.summarization import _summary_config
-from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core.agent.workflow import AgentInput, AgentOutput, AgentStream
@@ -30,6 +30,7 @@ from pydantic import Field
 from ctxmgmt.adapter import INTERNAL_CALL_SOURCE
 from langchain_ctxmgmt import DiscourseTreeMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt._llm import complete_with, internal_call_config
+from langchain_ctxmgmt.testing import RecordingChatModel
 from llamaindex_ctxmgmt import SWinSummaryBlock, SWinSummaryBuffer
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, conversation
 from tests.integration.test_langchain_agent import history
@@ -67,17 +68,8 @@ class InternalModel(FakeListChatModel):
             yield chunk
 
 
-class AgentModel(GenericFakeChatModel):
+class AgentModel(RecordingChatModel):
     """The agent's own model: streams its answer word by word, records what it received."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> AgentModel:
-        return self
-
-    def _stream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any):
-        self.received.append(list(messages))
-        yield from super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def _streamed_agent(embedder: Any) -> tuple[Any, AgentModel, InternalModel, InternalModel, list[BaseMessage]]:

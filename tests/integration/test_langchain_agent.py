@@ -11,33 +11,23 @@ from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxmgmt import BudgetExceededError, KadaneDialStrategy
-from langchain_ctxmgmt import KadaneDialMiddleware
+from langchain_ctxmgmt import KadaneDialMiddleware, testing
 from tests.helpers import is_lc_memory
 
 SYSTEM_PROMPT = "You are a helpful personal assistant."
 
 
-class RecordingChatModel(GenericFakeChatModel):
-    """GenericFakeChatModel that supports ``bind_tools`` and records every call's messages."""
+class RecordingChatModel(testing.RecordingChatModel):
+    """The shared recording model, not streaming unless told (``disable_streaming=False``)."""
 
-    received: list[list[BaseMessage]] = Field(default_factory=list)
     disable_streaming: bool = True
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingChatModel:
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ):
-        self.received.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def recording_model(replies: list[AIMessage | str]) -> RecordingChatModel:

@@ -2,7 +2,8 @@
 
 :class:`RecordingChatModel` is LangChain's own ``GenericFakeChatModel`` (it answers with the
 next of the ``messages`` it was given), usable as ``create_agent``'s model, that keeps every
-message list it is sent. The prompt -> text fakes and the embedders are in
+message list it is sent; :class:`RecordingListChatModel` is ``FakeListChatModel`` keeping
+every prompt, for the models the memories call themselves. The prompt -> text fakes and the embedders are in
 :mod:`ctxmgmt.testing`.
 
 Example::
@@ -18,14 +19,15 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-__all__ = ["RecordingChatModel"]
+__all__ = ["RecordingChatModel", "RecordingListChatModel"]
 
 
 class RecordingChatModel(GenericFakeChatModel):
@@ -50,3 +52,38 @@ class RecordingChatModel(GenericFakeChatModel):
     ) -> ChatResult:
         self.received.append(list(messages))
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+class RecordingListChatModel(FakeListChatModel):
+    """``FakeListChatModel`` that records the prompt of every call, streamed or not.
+
+    For a model the memories call themselves (summariser, compressor, decider): it answers
+    with its ``responses`` in turn, as ``FakeListChatModel`` does.
+
+    Attributes:
+        prompts: The text of the last message of every call, in order.
+    """
+
+    prompts: list[str] = Field(default_factory=list)
+
+    def _record(self, messages: list[BaseMessage]) -> None:
+        self.prompts.append(str(messages[-1].content))
+
+    def _call(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> str:
+        self._record(messages)
+        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def _stream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        self._record(messages)
+        yield from super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    async def _astream(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        self._record(messages)
+        async for chunk in super()._astream(messages, stop=stop, run_manager=run_manager, **kwargs):
+            yield chunk

@@ -79,4 +79,4 @@ def test_testing_doubles_all():
 
     assert sorted(ctxmgmt.testing.__all__) == sorted(TESTING)
     assert all(hasattr(ctxmgmt.testing, name) for name in TESTING)
-    assert langchain_ctxmgmt.testing.__all__ == ["RecordingChatModel"]
+    assert langchain_ctxmgmt.testing.__all__ == ["RecordingChatModel", "RecordingListChatModel"]

@@ -14,6 +14,7 @@ from llama_index.core.llms import MockLLM
 
 from langchain_ctxmgmt import DiscourseTreeMemory as LCDiscourseTreeMemory
 from langchain_ctxmgmt import DiscourseTreeMiddleware
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import DiscourseTreeBlock
 from llamaindex_ctxmgmt import DiscourseTreeMemory as LIDiscourseTreeMemory
 from tests.adapters.test_llamaindex_contract import (
@@ -27,7 +28,6 @@ from tests.adapters.test_llamaindex_contract import (
 from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
     CAT,
-    RecordingFakeListChatModel,
     arun_agent,
     run_agent,
     sent_turn_indices,
@@ -68,7 +68,7 @@ def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
 
 
 async def test_agent_async_with_an_llm_decider(hashing_embedder):
-    decider_model = RecordingFakeListChatModel(responses=['{"action": "switch", "topic": 0}'])
+    decider_model = RecordingListChatModel(responses=['{"action": "switch", "topic": 0}'])
     middleware = DiscourseTreeMiddleware(
         embedder=hashing_embedder, llm=decider_model, max_tokens=2000, **FAITHFUL
     )

@@ -11,11 +11,9 @@ from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
 from ctxmgmt import BudgetExceededError, KadaneDialStrategy
 from langchain_ctxmgmt import KadaneDialMiddleware, testing
@@ -32,16 +30,6 @@ class RecordingChatModel(testing.RecordingChatModel):
 
 def recording_model(replies: list[AIMessage | str]) -> RecordingChatModel:
     return RecordingChatModel(messages=iter(replies))
-
-
-class RecordingFakeListChatModel(FakeListChatModel):
-    """FakeListChatModel that records the prompts it is sent (as a summariser, compressor, decider)."""
-
-    prompts: list[str] = Field(default_factory=list)
-
-    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
-        self.prompts.append(messages[-1].content)
-        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 @tool

@@ -29,12 +29,12 @@ from ctxmgmt.components.decider import EmbeddedDecider
 from ctxmgmt.components.llm_call import abandoned_calls
 from langchain_ctxmgmt import DiscourseTreeMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt import SWinSummaryBuffer as LCSWinSummaryBuffer
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import DiscourseTreeMemory, SWinSummaryBlock
 from llamaindex_ctxmgmt import SWinSummaryBuffer as LISWinSummaryBuffer
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS, conversation
 from tests.integration.test_langchain_agent import (
     SYSTEM_PROMPT,
-    RecordingFakeListChatModel,
     get_weather,
     history,
     recording_model,
@@ -215,7 +215,7 @@ HUGE = "My sourdough starter is called Bubbles. " + "crumb " * 170_000 + "I bake
 
 def test_langchain_a_huge_message_is_capped_for_the_summariser_only():
     assert len(HUGE) > 1_000_000
-    llm = RecordingFakeListChatModel(responses=["- The user bakes sourdough."])
+    llm = RecordingListChatModel(responses=["- The user bakes sourdough."])
     memory = LCSWinSummaryBuffer(llm=llm, llm_max_input_chars=5_000)
     memory.save_context({"input": HUGE}, {"output": "Nice."})
     for user, answer in TOPIC_TURNS[1:6]:
@@ -268,7 +268,7 @@ def test_the_limits_reach_the_llm_component():
     assert (summarizer.timeout, summarizer.max_input_chars) == (2.5, 9_000)
     middleware = DiscourseTreeMiddleware(llm=HangingChatModel(), llm_timeout=None)
     assert middleware.strategy.decider.timeout is None  # None: wait forever, as before
-    defaults = LCSWinSummaryBuffer(llm=RecordingFakeListChatModel(responses=["- x"])).strategy.summarizer
+    defaults = LCSWinSummaryBuffer(llm=RecordingListChatModel(responses=["- x"])).strategy.summarizer
     assert (defaults.timeout, defaults.max_input_chars) == (30.0, 24_000)
 
 

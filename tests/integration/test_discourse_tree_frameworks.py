@@ -17,6 +17,7 @@ from langchain_ctxmgmt import DiscourseTreeMiddleware
 from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import DiscourseTreeBlock
 from llamaindex_ctxmgmt import DiscourseTreeMemory as LIDiscourseTreeMemory
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import (
     SOURDOUGH,
     SOURDOUGH_QUERY,
@@ -33,8 +34,7 @@ from tests.integration.test_langchain_agent import (
     sent_turn_indices,
 )
 from tests.integration.test_llamaindex_engines import (
-    PromptRecordingLLM,
-    RecordingFunctionLLM,
+    WeatherLLM,
     ask_block,
     chat_once,
     weather_agent,
@@ -144,7 +144,7 @@ def test_plain_mock_llm_echo_falls_back_to_the_embedded_decider(hashing_embedder
 
 async def test_function_agent_with_a_tool_call(hashing_embedder):
     memory = LIDiscourseTreeMemory.from_defaults(chat_history=conversation(), embed_model=hashing_embedder)
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     result = await weather_agent(llm).run(user_msg=WEATHER_QUERY, memory=memory)
     assert str(result) == "Weather report: Oslo: -2 C, heavy snow"
     first, second = llm.received

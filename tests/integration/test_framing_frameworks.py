@@ -21,7 +21,8 @@ from ctxmgmt.framing import MEMORY_LEAD_IN
 from langchain_ctxmgmt import ACMTieredMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
 from llamaindex_ctxmgmt import ACMTieredBuffer, SWinSummaryBlock, SWinSummaryBuffer
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, RecordingFunctionLLM, ask_block
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
+from tests.integration.test_llamaindex_engines import WeatherLLM, ask_block
 from tests.unit.test_prompt_safety import CASES, IDS
 
 SYSTEM_PROMPT = "You are a careful assistant."
@@ -125,7 +126,7 @@ def assert_li_safe(sent: list[ChatMessage]) -> None:
 async def test_llamaindex_summaries_never_reach_a_system_message(strategy, answer):
     history = [ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT), *li_history([USER_TEXT] * 40)]
     memory = li_memories(ANSWERS[answer], history)[strategy]
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     from llama_index.core.chat_engine import SimpleChatEngine
 
     SimpleChatEngine.from_defaults(llm=llm, memory=memory).chat("Which boat did I mention first?")

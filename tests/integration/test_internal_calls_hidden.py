@@ -31,11 +31,11 @@ from langchain_ctxmgmt import DiscourseTreeMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt._llm import complete_with, internal_call_config
 from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
 from llamaindex_ctxmgmt import SWinSummaryBlock, SWinSummaryBuffer
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, conversation
 from tests.integration.test_langchain_agent import history
 from tests.integration.test_llamaindex_engines import (
-    PromptRecordingLLM,
-    RecordingFunctionLLM,
+    WeatherLLM,
     memory_with_block,
     weather_agent,
 )
@@ -174,7 +174,7 @@ async def _stream_agent(memory: Any, summariser: PromptRecordingLLM) -> list[tup
     dispatcher.add_event_handler(log)
     before = len(summariser.prompts)
     try:
-        handler = weather_agent(RecordingFunctionLLM()).run(user_msg=SOURDOUGH_QUERY, memory=memory)
+        handler = weather_agent(WeatherLLM()).run(user_msg=SOURDOUGH_QUERY, memory=memory)
         events = [event async for event in handler.stream_events()]
         result = await handler
     finally:

@@ -168,7 +168,7 @@ def test_llamaindex_memory_restarts_from_the_store(tmp_path):
 
 
 def test_llamaindex_swin_with_an_llm_does_not_summarise_again_after_restart(tmp_path):
-    from tests.integration.test_llamaindex_engines import PromptRecordingLLM
+    from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 
     store = f"sqlite:///{tmp_path / 'm.db'}"
     chat_store = SimpleChatStore()

@@ -22,6 +22,7 @@ from langchain_ctxmgmt import SWinSummaryMiddleware
 from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import SWinSummaryBlock
 from llamaindex_ctxmgmt import SWinSummaryBuffer as LISWinSummaryBuffer
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS, conversation
 from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
@@ -29,7 +30,7 @@ from tests.integration.test_langchain_agent import (
     run_agent,
     sent_turn_indices,
 )
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, ask_block, chat_once
+from tests.integration.test_llamaindex_engines import ask_block, chat_once
 
 # -- LangChain: create_agent through SWinSummaryMiddleware ----------------------------------
 

@@ -14,6 +14,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from ctxmgmt import ConfigurationError
 from langchain_ctxmgmt.testing import RecordingListChatModel
 from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from llamaindex_ctxmgmt.topic_thread_block import TopicThreadBlock
 from llamaindex_ctxmgmt.topic_thread_memory import TopicThreadMemory
 from tests.adapters.test_llamaindex_contract import SOURDOUGH, SOURDOUGH_QUERY, conversation, turns_present
@@ -24,7 +25,7 @@ from tests.integration.test_langchain_agent import (
     run_agent,
     sent_turn_indices,
 )
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, ask_block, chat_once
+from tests.integration.test_llamaindex_engines import ask_block, chat_once
 
 # -- LangChain: create_agent through TopicThreadMiddleware --------------------------------
 

@@ -62,7 +62,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from persistence import HashEmbedder  # noqa: E402  (the scripts next to this one)
+from _common import hash_embedder  # noqa: E402  (the modules next to this one)
 from scaling import conversation  # noqa: E402
 
 from ctxmgmt.bench.metrics import percentile  # noqa: E402
@@ -109,7 +109,7 @@ BLOCK_MEMORY_TOKENS = 2000
 
 def make_embedder(kind: str) -> Any:
     """None (the adapters' default MiniLM) or the hashing embedder."""
-    return HashEmbedder() if kind == "hash" else None
+    return hash_embedder() if kind == "hash" else None
 
 
 class ColdVectors:

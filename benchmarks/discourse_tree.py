@@ -52,23 +52,23 @@ from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E40
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import WINDOW_NODES, DiscourseTreeStrategy  # noqa: E402
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
+from ctxmgmt.testing import CachingEmbedder  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
-class CachedEmbedder:
-    """The default embedder with a text -> vector cache (tuning re-reads the same utterances)."""
+class CachedEmbedder(CachingEmbedder):
+    """The default embedder with a text -> vector cache (tuning re-reads the same utterances).
+
+    Rows are scaled to unit length once more after the cache, as when the tuned figures were
+    measured.
+    """
 
     def __init__(self) -> None:
-        self.inner = default_embedder()
-        self.cache: dict[str, np.ndarray] = {}
+        super().__init__(default_embedder())
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
-        if missing:
-            for text, vector in zip(missing, self.inner.embed(missing), strict=True):
-                self.cache[text] = vector
-        return normalise(np.vstack([self.cache[t] for t in texts]))
+        return normalise(super().embed(texts))
 
 
 class FirstWords:

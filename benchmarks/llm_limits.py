@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from persistence import HashEmbedder  # noqa: E402  (the script next to this one)
+from _common import hash_embedder  # noqa: E402  (the module next to this script)
 
 from ctxmgmt import Message, Turn  # noqa: E402
 from ctxmgmt.components.decider import EmbeddedDecider, LLMDecider  # noqa: E402
 from ctxmgmt.components.llm_call import abandoned_calls  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
+from ctxmgmt.testing import FakeLLM, HangingLLM  # noqa: E402
 
 TOPICS = ("my cat Miso", "sourdough bread", "a trip to Lisbon", "the tax form")
 ANSWER = '{"action": "continue"}'
@@ -45,7 +45,7 @@ def conversation(n: int) -> list[Turn]:
 def run(label: str, complete: Callable[[str], str], timeout: float | None, selects: int = 12) -> None:
     """Time 4 adds and ``selects`` selects with ``complete`` as the decider's LLM."""
     decider = LLMDecider(complete, fallback=EmbeddedDecider(shift_model=None), timeout=timeout)
-    strategy = DiscourseTreeStrategy(embedder=HashEmbedder(), decider=decider)
+    strategy = DiscourseTreeStrategy(embedder=hash_embedder(), decider=decider)
     start = time.perf_counter()
     strategy.add_many(conversation(4))
     add = time.perf_counter() - start
@@ -63,23 +63,14 @@ def run(label: str, complete: Callable[[str], str], timeout: float | None, selec
 
 def main() -> None:
     logging.disable(logging.WARNING)  # every fallback logs a warning; the figures are the point
-    release = threading.Event()
-
-    def hung(prompt: str) -> str:
-        release.wait()
-        return ANSWER
-
-    def slow(prompt: str) -> str:
-        time.sleep(1.0)
-        return ANSWER
-
+    hung, slow = HangingLLM(ANSWER), FakeLLM(ANSWER, delay=1.0)
     try:
         run("slow 1 s/call, timeout None (no limit)", slow, None)
         run("slow 1 s/call, timeout 30 s (default)", slow, 30.0)
         run("slow 1 s/call, timeout 0.5 s", slow, 0.5)
         run("hung forever, timeout 0.5 s", hung, 0.5)
     finally:
-        release.set()
+        hung.release.set()
 
 
 if __name__ == "__main__":

@@ -27,20 +27,7 @@ from ctxmgmt.bench.framework_baselines import (  # noqa: E402
 from ctxmgmt.components.summarizer import LLMSummarizer  # noqa: E402
 from ctxmgmt.components.tokens import default_token_counter  # noqa: E402
 from ctxmgmt.strategies.swin import SWinStrategy  # noqa: E402
-
-
-class CountingModel:
-    """A prompt -> text fake that counts calls and input tokens."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.input_tokens = 0
-        self.counter = default_token_counter()
-
-    def __call__(self, prompt: str) -> str:
-        self.calls += 1
-        self.input_tokens += self.counter.count(prompt)
-        return f"- Fact number {self.calls} from the conversation."
+from ctxmgmt.testing import FakeLLM  # noqa: E402
 
 
 def main() -> None:
@@ -49,7 +36,9 @@ def main() -> None:
     parser.add_argument("--token-limit", type=int, default=2000)
     args = parser.parse_args()
     turns = conversation(args.turns)
-    model = CountingModel()
+    model = FakeLLM(lambda prompt: f"- Fact number {model.calls} from the conversation.")
+    counter = default_token_counter()
+    input_tokens = counted = 0  # summariser input tokens; prompts counted so far
     swin = SWinStrategy(summarizer=LLMSummarizer(model))
     llama = LlamaIndexSummaryStrategy(token_limit=args.token_limit)
     lc = LangChainSummarizationStrategy(trigger_tokens=args.token_limit)
@@ -59,11 +48,11 @@ def main() -> None:
     for n, turn in enumerate(turns, start=1):
         for strategy in (swin, llama, lc):
             strategy.add(turn)
-        points.append((n, model.input_tokens))
+        input_tokens += sum(counter.count(p) for p in model.prompts[counted:])
+        counted = len(model.prompts)
+        points.append((n, input_tokens))
         if n % 50 == 0 or n == len(turns):
-            print(
-                f"{n:>6} {model.calls:>11} {model.input_tokens:>15} {llama.llm_calls:>17} {lc.llm_calls:>17}"
-            )
+            print(f"{n:>6} {model.calls:>11} {input_tokens:>15} {llama.llm_calls:>17} {lc.llm_calls:>17}")
     n = len(turns)
     mean_x = sum(x for x, _ in points) / n
     mean_y = sum(y for _, y in points) / n

@@ -1,7 +1,9 @@
 """The offline model every example uses: the frameworks' own fakes, adapted a little.
 
-``OfflineChatModel`` is LangChain's ``GenericFakeChatModel``, ``OfflineLLM`` is LlamaIndex's
-``MockLLM`` and ``OfflineFunctionLLM`` its ``MockFunctionCallingLLM`` (for ``FunctionAgent``).
+``OfflineChatModel`` is LangChain's ``GenericFakeChatModel`` (through
+``langchain_ctxmgmt.testing.RecordingChatModel``), ``OfflineLLM`` is LlamaIndex's
+``MockLLM`` and ``OfflineFunctionLLM`` its ``MockFunctionCallingLLM`` (for ``FunctionAgent``,
+through ``llamaindex_ctxmgmt.testing.RecordingFunctionLLM``).
 All keep every message list they are sent in ``received`` (what the model got is the point of
 the examples), and they answer by saying how many messages that was.
 
@@ -24,11 +26,11 @@ def reply_text(sent: int) -> str:
 
 
 if find_spec("langchain_core") is not None:
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.outputs import ChatResult
+    from langchain_core.messages import AIMessage
 
-    class OfflineChatModel(GenericFakeChatModel):
+    from langchain_ctxmgmt.testing import RecordingChatModel
+
+    class OfflineChatModel(RecordingChatModel):
         """LangChain's ``GenericFakeChatModel``, usable by ``create_agent``, recording its input.
 
         Args:
@@ -36,8 +38,6 @@ if find_spec("langchain_core") is not None:
                 (with ``tool_calls`` to make the agent run a tool). Every other call answers
                 with :func:`reply_text`.
         """
-
-        received: list[list[BaseMessage]] = Field(default_factory=list)
 
         def __init__(self, script: Mapping[int, AIMessage | str] | None = None, **kwargs: Any) -> None:
             super().__init__(messages=self._replies(dict(script or {})), **kwargs)
@@ -48,20 +48,13 @@ if find_spec("langchain_core") is not None:
                 yield script.get(call) or reply_text(len(self.received[-1]))
                 call += 1
 
-        def bind_tools(self, tools: Any, **kwargs: Any) -> OfflineChatModel:
-            """``create_agent`` binds the agent's tools; a scripted model needs no schema."""
-            return self
-
-        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-            self.received.append(list(messages))
-            return super()._generate(messages, *args, **kwargs)
-
 
 if find_spec("llama_index") is not None:
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
     from llama_index.core.llms import MockLLM
     from llama_index.core.llms.callbacks import llm_chat_callback
-    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    from llamaindex_ctxmgmt.testing import RecordingFunctionLLM
 
     class OfflineLLM(MockLLM):
         """LlamaIndex's ``MockLLM`` as a chat model: records its input, answers with :func:`reply_text`."""
@@ -78,7 +71,7 @@ if find_spec("llama_index") is not None:
             reply = ChatMessage(role=MessageRole.ASSISTANT, content=reply_text(len(messages)))
             return ChatResponse(message=reply)
 
-    class OfflineFunctionLLM(MockFunctionCallingLLM):
+    class OfflineFunctionLLM(RecordingFunctionLLM):
         """LlamaIndex's ``MockFunctionCallingLLM``, usable by ``FunctionAgent``, recording its input.
 
         Args:
@@ -87,16 +80,14 @@ if find_spec("llama_index") is not None:
                 with :func:`reply_text`.
         """
 
-        received: list[list[ChatMessage]] = Field(default_factory=list, exclude=True)
         script: dict[int, ChatMessage | str] = Field(default_factory=dict, exclude=True)
 
         def __init__(self, script: Mapping[int, ChatMessage | str] | None = None) -> None:
-            # every path (chat, achat, the streaming ones FunctionAgent uses) calls the generator
-            super().__init__(response_generator=self._respond, is_chat_model=True)
+            super().__init__(is_chat_model=True)
             self.script = dict(script or {})
 
-        def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
-            self.received.append(list(messages))
+        def respond(self, messages: Sequence[ChatMessage]) -> ChatMessage:
+            """The scripted reply of this call, else :func:`reply_text`."""
             reply = self.script.get(len(self.received) - 1) or reply_text(len(messages))
             if isinstance(reply, str):
                 return ChatMessage(role=MessageRole.ASSISTANT, content=reply)

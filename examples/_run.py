@@ -3,8 +3,8 @@
 Every example talks through a list of questions, prints each answer with a note on what was
 sent, and then prints the messages the model got for the last question. The lines for that
 are here, so that each example shows only what is its own: the memory, its settings and what
-it explains; so is ``CountingEmbedder``, which the persistence examples use to show what was
-(not) embedded again after a restart. The LangChain half (agents) and the LlamaIndex half
+it explains. (The persistence examples show what was (not) embedded again after a restart with
+``ctxmgmt.testing.CountingEmbedder``.) The LangChain half (agents) and the LlamaIndex half
 (chat engines, agents with ``Memory``) are defined only if that framework is installed (see
 ``_fake.py``).
 """
@@ -15,8 +15,6 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from importlib.util import find_spec
 from typing import Any
-
-import numpy as np
 
 from ctxmgmt import Context
 
@@ -31,32 +29,6 @@ def print_turn(question: str, answer: str, note: str) -> None:
     print(f"> {question}")
     print(f"  {answer}")
     print(f"  [{note}]")
-
-
-class CountingEmbedder:
-    """An embedder that counts what it embeds: texts of turns (``embed``) and questions (``embed_query``).
-
-    Args:
-        inner: The embedder doing the work; default the bundled all-MiniLM-L6-v2.
-    """
-
-    def __init__(self, inner: Any = None) -> None:
-        from ctxmgmt.components.embedder import default_embedder
-
-        self.inner = default_embedder() if inner is None else inner
-        self.texts = 0
-        self.queries = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed turns (counted in ``texts``)."""
-        self.texts += len(texts)
-        return self.inner.embed(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """Embed a question (counted in ``queries``), with the inner embedder's query path if it has one."""
-        self.queries += 1
-        query = getattr(self.inner, "embed_query", None)
-        return query(text) if callable(query) else self.inner.embed([text])
 
 
 def print_received(context: Context, who: str = "model", system: str | None = None) -> None:

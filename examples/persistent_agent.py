@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from _fake import OfflineChatModel
-from _run import CountingEmbedder, chat_model, converse, example_agent, print_received, sent
+from _run import chat_model, converse, example_agent, print_received, sent
 from langchain_core.language_models import BaseChatModel
 
 from ctxmgmt.store import open_store
+from ctxmgmt.testing import CountingEmbedder
 from langchain_ctxmgmt import KadaneDialMiddleware
 
 try:

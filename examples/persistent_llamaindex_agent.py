@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from _fake import OfflineFunctionLLM
-from _run import CountingEmbedder, print_turn
+from _run import print_turn
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.llms import LLM
@@ -40,6 +40,7 @@ from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.tools import FunctionTool
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from ctxmgmt.testing import CountingEmbedder
 from llamaindex_ctxmgmt import KadaneDialBlock
 
 SYSTEM_PROMPT = "You are a friendly assistant. Answer in one or two sentences."

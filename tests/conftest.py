@@ -2,35 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Sequence
-
-import numpy as np
 import pytest
 
-from ctxmgmt.components.embedder import normalise
-
-
-class HashingEmbedder:
-    """Deterministic bag-of-words embedder for fast tests (no model weights).
-
-    Texts sharing words get similar vectors, so relevance still behaves sensibly.
-    """
-
-    def __init__(self, dim: int = 256) -> None:
-        self.dim = dim
-        self.calls: list[int] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z0-9]+", text.lower()):
-                h = int(hashlib.md5(word.encode()).hexdigest(), 16)
-                out[row, h % self.dim] += 1.0
-            out[row, 0] += 0.01
-        return normalise(out)
+from ctxmgmt.testing import HashingEmbedder
 
 
 @pytest.fixture

@@ -62,12 +62,13 @@ import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt.components.decider import EmbeddedDecider
 from ctxmgmt.exceptions import InvalidMessageError
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, sent_tokens, words
 from tests.adapters.test_llamaindex_contract import is_subsequence, tokens
 from tests.helpers import memory_body
 from tests.integration.test_langchain_agent import RecordingChatModel, get_weather
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, RecordingLLM
+from tests.integration.test_llamaindex_engines import RecordingLLM
 
 CAT_TURN = 2
 """Index in TURNS of the only turn that mentions the cat (and the word ``Miso``)."""

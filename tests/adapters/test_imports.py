@@ -72,3 +72,20 @@ def test_core_all():
 
 def test_generic_bases_have_matching_names():
     assert langchain_ctxmgmt.StrategyMemory.__name__ == llamaindex_ctxmgmt.StrategyMemory.__name__
+
+
+TESTING = """
+    CachingEmbedder CountingEmbedder CountingExtractor FakeLLM HangingLLM HashingEmbedder
+    StatePool plausible_answer
+""".split()
+
+
+def test_testing_doubles_all():
+    import ctxmgmt.testing
+    import langchain_ctxmgmt.testing
+    import llamaindex_ctxmgmt.testing
+
+    assert sorted(ctxmgmt.testing.__all__) == sorted(TESTING)
+    assert all(hasattr(ctxmgmt.testing, name) for name in TESTING)
+    assert langchain_ctxmgmt.testing.__all__ == ["RecordingChatModel", "RecordingListChatModel"]
+    assert llamaindex_ctxmgmt.testing.__all__ == ["PromptRecordingLLM", "RecordingFunctionLLM"]

@@ -25,11 +25,11 @@ from ctxmgmt.adapter import CUSTOM_COMPONENTS_KEY
 from ctxmgmt.components.decider import EmbeddedDecider, LLMDecider
 from ctxmgmt.components.summarizer import LLMSummarizer
 from ctxmgmt.exceptions import ConfigurationError
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, fill
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, conversation
 from tests.helpers import LC_MEMORIES, LI_MEMORIES
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM
 
 MEMORIES = LI_MEMORIES + LC_MEMORIES
 DECISION = '{"action": "continue", "topic": null, "node": null}'

@@ -29,7 +29,7 @@ from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS
 from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import arun_agent, history, run_agent
 from tests.integration.test_llamaindex_engines import (
-    RecordingFunctionLLM,
+    WeatherLLM,
     ask_block,
     chat_once,
     weather_agent,
@@ -127,7 +127,7 @@ async def test_function_agent_with_tool_calls_within_the_budget():
     memory = LIACMTieredBuffer.from_defaults(
         token_limit=300, chat_history=conversation(), entity_extractor=CapitalisedExtractor()
     )
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     await weather_agent(llm, system_prompt="Hi.").run(user_msg=WEATHER_QUERY, memory=memory)
     assert len(llm.received) == 2
     # the agent's own system prompt (and, on the second call, its scratchpad) is outside the memory

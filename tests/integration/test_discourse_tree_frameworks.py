@@ -14,8 +14,10 @@ from llama_index.core.llms import MockLLM
 
 from langchain_ctxmgmt import DiscourseTreeMemory as LCDiscourseTreeMemory
 from langchain_ctxmgmt import DiscourseTreeMiddleware
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import DiscourseTreeBlock
 from llamaindex_ctxmgmt import DiscourseTreeMemory as LIDiscourseTreeMemory
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import (
     SOURDOUGH,
     SOURDOUGH_QUERY,
@@ -27,14 +29,12 @@ from tests.adapters.test_llamaindex_contract import (
 from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
     CAT,
-    RecordingFakeListChatModel,
     arun_agent,
     run_agent,
     sent_turn_indices,
 )
 from tests.integration.test_llamaindex_engines import (
-    PromptRecordingLLM,
-    RecordingFunctionLLM,
+    WeatherLLM,
     ask_block,
     chat_once,
     weather_agent,
@@ -68,7 +68,7 @@ def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
 
 
 async def test_agent_async_with_an_llm_decider(hashing_embedder):
-    decider_model = RecordingFakeListChatModel(responses=['{"action": "switch", "topic": 0}'])
+    decider_model = RecordingListChatModel(responses=['{"action": "switch", "topic": 0}'])
     middleware = DiscourseTreeMiddleware(
         embedder=hashing_embedder, llm=decider_model, max_tokens=2000, **FAITHFUL
     )
@@ -144,7 +144,7 @@ def test_plain_mock_llm_echo_falls_back_to_the_embedded_decider(hashing_embedder
 
 async def test_function_agent_with_a_tool_call(hashing_embedder):
     memory = LIDiscourseTreeMemory.from_defaults(chat_history=conversation(), embed_model=hashing_embedder)
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     result = await weather_agent(llm).run(user_msg=WEATHER_QUERY, memory=memory)
     assert str(result) == "Weather report: Oslo: -2 C, heavy snow"
     first, second = llm.received

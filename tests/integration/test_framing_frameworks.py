@@ -19,9 +19,10 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt.framing import MEMORY_LEAD_IN
 from langchain_ctxmgmt import ACMTieredMiddleware, SWinSummaryMiddleware
+from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
 from llamaindex_ctxmgmt import ACMTieredBuffer, SWinSummaryBlock, SWinSummaryBuffer
-from tests.integration.test_internal_calls_hidden import AgentModel, InternalModel
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, RecordingFunctionLLM, ask_block
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
+from tests.integration.test_llamaindex_engines import WeatherLLM, ask_block
 from tests.unit.test_prompt_safety import CASES, IDS
 
 SYSTEM_PROMPT = "You are a careful assistant."
@@ -48,16 +49,8 @@ def li_history(texts: list[str]) -> list[ChatMessage]:
     return out
 
 
-class InvokedAgentModel(AgentModel):
-    """The agent's model, recording what it receives when invoked (not streamed) too."""
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
-        self.received.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-
 def run_langchain(middleware: Any, texts: list[str]) -> list[BaseMessage]:
-    model = InvokedAgentModel(messages=iter([AIMessage("ok")]))
+    model = RecordingChatModel(messages=iter([AIMessage("ok")]))  # records invoked calls too
     agent = create_agent(model, [], system_prompt=SYSTEM_PROMPT, middleware=[middleware])
     agent.invoke({"messages": [*lc_history(texts), HumanMessage("Which boat did I mention first?")]})
     (received,) = model.received
@@ -78,9 +71,9 @@ def assert_lc_safe(received: list[BaseMessage]) -> None:
 def lc_middlewares(answer: str) -> dict[str, Any]:
     return {
         "swin": SWinSummaryMiddleware(
-            llm=InternalModel(responses=[answer]), window=2, overlap=0, recent_turns=1
+            llm=RecordingListChatModel(responses=[answer]), window=2, overlap=0, recent_turns=1
         ),
-        "acm": ACMTieredMiddleware(llm=InternalModel(responses=[answer]), max_tokens=400),
+        "acm": ACMTieredMiddleware(llm=RecordingListChatModel(responses=[answer]), max_tokens=400),
     }
 
 
@@ -133,7 +126,7 @@ def assert_li_safe(sent: list[ChatMessage]) -> None:
 async def test_llamaindex_summaries_never_reach_a_system_message(strategy, answer):
     history = [ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT), *li_history([USER_TEXT] * 40)]
     memory = li_memories(ANSWERS[answer], history)[strategy]
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     from llama_index.core.chat_engine import SimpleChatEngine
 
     SimpleChatEngine.from_defaults(llm=llm, memory=memory).chat("Which boat did I mention first?")

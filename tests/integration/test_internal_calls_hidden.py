@@ -20,7 +20,6 @@ import llama_index.core.instrumentation as instrument
 from langchain.agents import create_agent
 from langchain.agents.middleware.internal_call_transformer import INTERNAL_CALL_METADATA_KEY
 from langchain.agents.middleware.summarization import _summary_config
-from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core.agent.workflow import AgentInput, AgentOutput, AgentStream
@@ -30,12 +29,13 @@ from pydantic import Field
 from ctxmgmt.adapter import INTERNAL_CALL_SOURCE
 from langchain_ctxmgmt import DiscourseTreeMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt._llm import complete_with, internal_call_config
+from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
 from llamaindex_ctxmgmt import SWinSummaryBlock, SWinSummaryBuffer
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, conversation
 from tests.integration.test_langchain_agent import history
 from tests.integration.test_llamaindex_engines import (
-    PromptRecordingLLM,
-    RecordingFunctionLLM,
+    WeatherLLM,
     memory_with_block,
     weather_agent,
 )
@@ -48,36 +48,12 @@ QUESTION = "What did I name my cat?"
 # -- LangChain -----------------------------------------------------------------------------------
 
 
-class InternalModel(FakeListChatModel):
+class InternalModel(RecordingListChatModel):
     """An internal (summariser/decider) model that records every call, streamed or not."""
 
-    prompts: list[str] = Field(default_factory=list)
 
-    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
-        self.prompts.append(messages[-1].content)
-        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-    def _stream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any):
-        self.prompts.append(messages[-1].content)
-        yield from super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-    async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any):
-        self.prompts.append(messages[-1].content)
-        async for chunk in super()._astream(messages, stop=stop, run_manager=run_manager, **kwargs):
-            yield chunk
-
-
-class AgentModel(GenericFakeChatModel):
+class AgentModel(RecordingChatModel):
     """The agent's own model: streams its answer word by word, records what it received."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> AgentModel:
-        return self
-
-    def _stream(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any):
-        self.received.append(list(messages))
-        yield from super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def _streamed_agent(embedder: Any) -> tuple[Any, AgentModel, InternalModel, InternalModel, list[BaseMessage]]:
@@ -198,7 +174,7 @@ async def _stream_agent(memory: Any, summariser: PromptRecordingLLM) -> list[tup
     dispatcher.add_event_handler(log)
     before = len(summariser.prompts)
     try:
-        handler = weather_agent(RecordingFunctionLLM()).run(user_msg=SOURDOUGH_QUERY, memory=memory)
+        handler = weather_agent(WeatherLLM()).run(user_msg=SOURDOUGH_QUERY, memory=memory)
         events = [event async for event in handler.stream_events()]
         result = await handler
     finally:

@@ -11,47 +11,25 @@ from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
 from ctxmgmt import BudgetExceededError, KadaneDialStrategy
-from langchain_ctxmgmt import KadaneDialMiddleware
+from langchain_ctxmgmt import KadaneDialMiddleware, testing
 from tests.helpers import is_lc_memory
 
 SYSTEM_PROMPT = "You are a helpful personal assistant."
 
 
-class RecordingChatModel(GenericFakeChatModel):
-    """GenericFakeChatModel that supports ``bind_tools`` and records every call's messages."""
+class RecordingChatModel(testing.RecordingChatModel):
+    """The shared recording model, not streaming unless told (``disable_streaming=False``)."""
 
-    received: list[list[BaseMessage]] = Field(default_factory=list)
     disable_streaming: bool = True
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingChatModel:
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ):
-        self.received.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def recording_model(replies: list[AIMessage | str]) -> RecordingChatModel:
     return RecordingChatModel(messages=iter(replies))
-
-
-class RecordingFakeListChatModel(FakeListChatModel):
-    """FakeListChatModel that records the prompts it is sent (as a summariser, compressor, decider)."""
-
-    prompts: list[str] = Field(default_factory=list)
-
-    def _call(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> str:
-        self.prompts.append(messages[-1].content)
-        return super()._call(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 @tool

@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from langchain_classic.chains import ConversationChain, LLMChain
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
-from pydantic import Field
 
 from langchain_ctxmgmt import KadaneDialMemory
+from langchain_ctxmgmt.testing import RecordingChatModel
 from tests.integration.test_langchain_agent import PAIRS
 
 QUERY = "What name did I give the grey cat I adopted from the shelter?"
 ANSWER = "Your grey cat is called Miso."
-
-
-class RecordingChatModel(GenericFakeChatModel):
-    """GenericFakeChatModel that records the messages of every call."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ):
-        self.received.append(list(messages))
-        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def scripted_model() -> RecordingChatModel:

@@ -27,7 +27,6 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine, SimpleCh
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import MockLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import InsertMethod
 from llama_index.core.schema import TextNode
@@ -38,6 +37,7 @@ from ctxmgmt import KadaneDialStrategy, TopicThreadStrategy
 from ctxmgmt.exceptions import ConfigurationError
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory, TopicThreadBlock
 from llamaindex_ctxmgmt._block import DEFAULT_BLOCK_TOKENS
+from llamaindex_ctxmgmt.testing import RecordingFunctionLLM
 from tests.adapters.test_llamaindex_contract import (
     MARATHON,
     MARATHON_QUERY,
@@ -101,34 +101,10 @@ class RecordingLLM(MockLLM):
         return CompletionResponse(text=match.group(1) if match else "Here is my answer.")
 
 
-class PromptRecordingLLM(MockLLM):
-    """MockLLM whose ``complete`` records the prompt and gives one answer (default: a summary item)."""
+class WeatherLLM(RecordingFunctionLLM):
+    """A recording function-calling LLM that calls ``get_weather`` for weather questions."""
 
-    prompts: list[str] = Field(default_factory=list, exclude=True)
-    answer: str = "- The user bakes sourdough bread with a rye starter."
-
-    def __init__(self, answer: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)  # MockLLM takes no field values
-        if answer is not None:
-            self.answer = answer
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        self.prompts.append(prompt)
-        return CompletionResponse(text=self.answer)
-
-
-class RecordingFunctionLLM(MockFunctionCallingLLM):
-    """MockFunctionCallingLLM that calls ``get_weather`` for weather questions and records its inputs."""
-
-    received: list[list[ChatMessage]] = Field(default_factory=list, exclude=True)
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(response_generator=self._respond, **kwargs)
-
-    def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
-        # every path (chat, achat, astream_chat used by a streaming agent) comes through here
-        self.received.append(list(messages))
+    def respond(self, messages: Sequence[ChatMessage]) -> ChatMessage:
         last = messages[-1]
         if last.role == MessageRole.TOOL:
             return ChatMessage(role=MessageRole.ASSISTANT, content=f"Weather report: {last.content}")
@@ -198,7 +174,7 @@ def chat_once(memory: Any, query: str = SOURDOUGH_QUERY) -> list[ChatMessage]:
     return sent
 
 
-def weather_agent(llm: RecordingFunctionLLM, system_prompt: str = SYSTEM_PROMPT) -> FunctionAgent:
+def weather_agent(llm: WeatherLLM, system_prompt: str = SYSTEM_PROMPT) -> FunctionAgent:
     """A ``FunctionAgent`` with the ``get_weather`` tool."""
     return FunctionAgent(
         tools=[FunctionTool.from_defaults(fn=get_weather)], llm=llm, system_prompt=system_prompt
@@ -332,7 +308,7 @@ async def test_condense_plus_context_chat_engine_async(memory):
 
 
 async def test_function_agent_without_a_tool_call(memory):
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     result = await weather_agent(llm).run(user_msg=SOURDOUGH_QUERY, memory=memory)
     assert str(result) == "Here is my answer."
     (sent,) = llm.received
@@ -343,7 +319,7 @@ async def test_function_agent_without_a_tool_call(memory):
 
 
 async def test_function_agent_with_tool_calls(memory):
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     agent = weather_agent(llm)
     result = await agent.run(user_msg=WEATHER_QUERY, memory=memory)
     assert str(result) == "Weather report: Oslo: -2 C, heavy snow"

@@ -22,7 +22,6 @@ import pytest
 from llama_index.core import VectorStoreIndex
 from llama_index.core.agent.workflow import AgentStream, AgentWorkflow, FunctionAgent, ReActAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
-from llama_index.core.bridge.pydantic import Field
 from llama_index.core.chat_engine import (
     CondensePlusContextChatEngine,
     CondenseQuestionChatEngine,
@@ -30,7 +29,6 @@ from llama_index.core.chat_engine import (
     SimpleChatEngine,
 )
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.tools import FunctionTool
 
@@ -42,6 +40,7 @@ from llamaindex_ctxmgmt import (
     SWinSummaryBuffer,
     TopicThreadMemory,
 )
+from llamaindex_ctxmgmt.testing import RecordingFunctionLLM
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_llamaindex_contract import (
     SOURDOUGH_QUERY,
@@ -52,8 +51,8 @@ from tests.adapters.test_llamaindex_contract import (
 )
 from tests.integration.test_llamaindex_engines import (
     SYSTEM_PROMPT,
-    RecordingFunctionLLM,
     RecordingLLM,
+    WeatherLLM,
     get_weather,
     weather_agent,
 )
@@ -314,7 +313,7 @@ async def run_agent(agent: Any, question: str, memory: StrategyMemory, stream: b
 
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
 async def test_function_agent(memory, selections, stream):
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     before = len(memory.get_all())
     answer, streamed = await run_agent(weather_agent(llm), WEATHER_QUERY, memory, stream)
     assert answer == WEATHER_ANSWER
@@ -339,16 +338,10 @@ async def test_function_agent(memory, selections, stream):
     assert history[-1].content == WEATHER_ANSWER
 
 
-class ReActLLM(MockFunctionCallingLLM):
+class ReActLLM(RecordingFunctionLLM):
     """Mock LLM answering in ReAct's text format: one weather tool step, then the answer."""
 
-    received: list[list[ChatMessage]] = Field(default_factory=list, exclude=True)
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(response_generator=self._respond, **kwargs)
-
-    def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
-        self.received.append(list(messages))
+    def respond(self, messages: Sequence[ChatMessage]) -> ChatMessage:
         last = messages[-1].content or ""
         if last.startswith("Observation:"):
             observed = last.removeprefix("Observation:").strip()
@@ -385,16 +378,10 @@ async def test_react_agent(memory, selections, stream):
     assert history[before].content == WEATHER_QUERY and len(history) > before + 1
 
 
-class RouterLLM(MockFunctionCallingLLM):
+class RouterLLM(RecordingFunctionLLM):
     """The front agent's mock LLM: hands every question over to the weather agent."""
 
-    received: list[list[ChatMessage]] = Field(default_factory=list, exclude=True)
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(response_generator=self._respond, **kwargs)
-
-    def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
-        self.received.append(list(messages))
+    def respond(self, messages: Sequence[ChatMessage]) -> ChatMessage:
         call = ToolCallBlock(
             tool_call_id="call_handoff",
             tool_name="handoff",
@@ -403,18 +390,17 @@ class RouterLLM(MockFunctionCallingLLM):
         return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
 
 
-class HandedOverWeatherLLM(RecordingFunctionLLM):
+class HandedOverWeatherLLM(WeatherLLM):
     """The weather agent's mock LLM: after the handoff, it calls ``get_weather`` first."""
 
-    def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+    def respond(self, messages: Sequence[ChatMessage]) -> ChatMessage:
         last = messages[-1]
         if last.role == MessageRole.TOOL and last.additional_kwargs.get("tool_call_id") == "call_handoff":
-            self.received.append(list(messages))
             call = ToolCallBlock(
                 tool_call_id="call_weather", tool_name="get_weather", tool_kwargs={"city": "Oslo"}
             )
             return ChatMessage(role=MessageRole.ASSISTANT, blocks=[call])
-        return super()._respond(messages, **kwargs)
+        return super().respond(messages)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])

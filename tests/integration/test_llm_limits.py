@@ -29,12 +29,13 @@ from ctxmgmt.components.decider import EmbeddedDecider
 from ctxmgmt.components.llm_call import abandoned_calls
 from langchain_ctxmgmt import DiscourseTreeMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt import SWinSummaryBuffer as LCSWinSummaryBuffer
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import DiscourseTreeMemory, SWinSummaryBlock
 from llamaindex_ctxmgmt import SWinSummaryBuffer as LISWinSummaryBuffer
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS, conversation
 from tests.integration.test_langchain_agent import (
     SYSTEM_PROMPT,
-    RecordingFakeListChatModel,
     get_weather,
     history,
     recording_model,
@@ -215,7 +216,7 @@ HUGE = "My sourdough starter is called Bubbles. " + "crumb " * 170_000 + "I bake
 
 def test_langchain_a_huge_message_is_capped_for_the_summariser_only():
     assert len(HUGE) > 1_000_000
-    llm = RecordingFakeListChatModel(responses=["- The user bakes sourdough."])
+    llm = RecordingListChatModel(responses=["- The user bakes sourdough."])
     memory = LCSWinSummaryBuffer(llm=llm, llm_max_input_chars=5_000)
     memory.save_context({"input": HUGE}, {"output": "Nice."})
     for user, answer in TOPIC_TURNS[1:6]:
@@ -228,8 +229,8 @@ def test_langchain_a_huge_message_is_capped_for_the_summariser_only():
 
 
 def test_llamaindex_a_huge_message_is_capped_for_the_summariser_only():
-    recorder: list[str] = []
-    memory = LISWinSummaryBuffer.from_defaults(llm=PromptLLM(recorder), chat_history=[])
+    llm = PromptRecordingLLM("- The user has a starter called Bubbles.")
+    memory = LISWinSummaryBuffer.from_defaults(llm=llm, chat_history=[])
     memory.put(ChatMessage(role="user", content=HUGE))
     memory.put(ChatMessage(role="assistant", content="Nice."))
     for user, answer in TOPIC_TURNS[1:6]:
@@ -238,25 +239,10 @@ def test_llamaindex_a_huge_message_is_capped_for_the_summariser_only():
     start = time.perf_counter()
     memory.get(input=SOURDOUGH_QUERY)
     assert time.perf_counter() - start < MARGIN
-    (prompt,) = recorder
+    (prompt,) = llm.prompts
     assert len(prompt) < llm_call.MAX_INPUT_CHARS + 2_000
     assert "called Bubbles" in prompt and "I bake on Sundays." in prompt and "characters left out" in prompt
     assert memory.get_all()[0].content == HUGE
-
-
-class PromptLLM(MockLLM):
-    """LlamaIndex LLM that records each prompt into a list and answers one memory item."""
-
-    recorder: Any = Field(default=None, exclude=True)
-
-    def __init__(self, recorder: list[str]) -> None:
-        super().__init__()
-        self.recorder = recorder
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        self.recorder.append(prompt)
-        return CompletionResponse(text="- The user has a starter called Bubbles.")
 
 
 # -- the limits are adapter parameters --------------------------------------------------------
@@ -268,7 +254,7 @@ def test_the_limits_reach_the_llm_component():
     assert (summarizer.timeout, summarizer.max_input_chars) == (2.5, 9_000)
     middleware = DiscourseTreeMiddleware(llm=HangingChatModel(), llm_timeout=None)
     assert middleware.strategy.decider.timeout is None  # None: wait forever, as before
-    defaults = LCSWinSummaryBuffer(llm=RecordingFakeListChatModel(responses=["- x"])).strategy.summarizer
+    defaults = LCSWinSummaryBuffer(llm=RecordingListChatModel(responses=["- x"])).strategy.summarizer
     assert (defaults.timeout, defaults.max_input_chars) == (30.0, 24_000)
 
 

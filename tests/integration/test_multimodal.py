@@ -20,6 +20,7 @@ from llama_index.core.base.llms.types import ChatMessage, DocumentBlock, ImageBl
 from llama_index.core.memory import Memory
 
 from ctxmgmt.budget import IMAGE_TOKENS
+from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import (
     ACMTieredMiddleware,
     DiscourseTreeMiddleware,
@@ -35,7 +36,6 @@ from llamaindex_ctxmgmt import (
     TopicThreadBlock,
 )
 from tests.adapters.test_acm_contract import CapitalisedExtractor
-from tests.conftest import HashingEmbedder
 from tests.integration.test_langchain_agent import (
     SYSTEM_PROMPT,
     get_weather,
@@ -44,7 +44,7 @@ from tests.integration.test_langchain_agent import (
     turns_of,
     weather_turn,
 )
-from tests.integration.test_llamaindex_engines import RecordingFunctionLLM
+from tests.integration.test_llamaindex_engines import WeatherLLM
 
 TURNS = 50
 LIGHTHOUSE = 20  # the turn the question is about (it carries an image)
@@ -240,7 +240,7 @@ async def test_image_conversation_through_memory_and_every_block(name, output):
     assert sum(len(_image_urls(m)) for m in flushed) > 15
 
     by_text = {m.content: m for m in history if m.role == MessageRole.USER and m.content}
-    llm = RecordingFunctionLLM()
+    llm = WeatherLLM()
     agent = FunctionAgent(tools=[], llm=llm, system_prompt=SYSTEM_PROMPT)
     question = ChatMessage(
         role="user", blocks=[TextBlock(text=QUESTION), ImageBlock(url="https://example.com/question.png")]

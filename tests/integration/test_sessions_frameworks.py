@@ -20,13 +20,13 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store import SimpleChatStore
 
+from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import KadaneDialMemory as LCKadaneDialMemory
 from langchain_ctxmgmt import KadaneDialMiddleware, SWinSummaryMiddleware, TopicThreadMiddleware
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory, SWinSummaryBuffer
-from tests.conftest import HashingEmbedder
 from tests.integration.test_langchain_agent import (
     SYSTEM_PROMPT,
-    RecordingFakeListChatModel,
     get_weather,
     recording_model,
 )
@@ -66,7 +66,7 @@ def say(agent, thread: str, text: str) -> None:
 @pytest.mark.parametrize("middleware_class", [SWinSummaryMiddleware, TopicThreadMiddleware])
 def test_alternating_threads_make_as_many_llm_calls_as_sequential_ones(middleware_class):
     def run(order: list[tuple[str, str]]) -> int:
-        summariser = RecordingFakeListChatModel(responses=["- The user shared a fact."])
+        summariser = RecordingListChatModel(responses=["- The user shared a fact."])
         kwargs = {"embedder": HashingEmbedder()} if middleware_class is TopicThreadMiddleware else {}
         middleware = middleware_class(llm=summariser, **kwargs)
         _, agent = agent_with(middleware)
@@ -118,7 +118,7 @@ def test_the_agents_langgraph_store_is_used_when_none_is_given():
 
 def test_a_removed_message_leaves_no_derived_trace(tmp_path):
     path = tmp_path / "memories.db"
-    summariser = RecordingFakeListChatModel(responses=["- The user shared facts (nothing secret)."])
+    summariser = RecordingListChatModel(responses=["- The user shared facts (nothing secret)."])
     middleware = SWinSummaryMiddleware(llm=summariser, store=f"sqlite:///{path}")
     _, agent = agent_with(middleware)
     config = {"configurable": {"thread_id": "t1"}}
@@ -168,7 +168,7 @@ def test_llamaindex_memory_restarts_from_the_store(tmp_path):
 
 
 def test_llamaindex_swin_with_an_llm_does_not_summarise_again_after_restart(tmp_path):
-    from tests.integration.test_llamaindex_engines import PromptRecordingLLM
+    from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 
     store = f"sqlite:///{tmp_path / 'm.db'}"
     chat_store = SimpleChatStore()

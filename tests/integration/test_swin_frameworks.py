@@ -19,17 +19,18 @@ from ctxmgmt import ConfigurationError
 from ctxmgmt.framing import frame_memory
 from langchain_ctxmgmt import SWinSummaryBuffer as LCSWinSummaryBuffer
 from langchain_ctxmgmt import SWinSummaryMiddleware
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from llamaindex_ctxmgmt import SWinSummaryBlock
 from llamaindex_ctxmgmt import SWinSummaryBuffer as LISWinSummaryBuffer
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_llamaindex_contract import SOURDOUGH_QUERY, TOPIC_TURNS, conversation
 from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
-    RecordingFakeListChatModel,
     arun_agent,
     run_agent,
     sent_turn_indices,
 )
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, ask_block, chat_once
+from tests.integration.test_llamaindex_engines import ask_block, chat_once
 
 # -- LangChain: create_agent through SWinSummaryMiddleware ----------------------------------
 
@@ -55,7 +56,7 @@ def test_agent_model_receives_summary_then_recent_turns():
 
 
 async def test_agent_async_with_an_llm_summarizer():
-    summariser = RecordingFakeListChatModel(responses=["- The user adopted a grey cat named Miso."])
+    summariser = RecordingListChatModel(responses=["- The user adopted a grey cat named Miso."])
     middleware = SWinSummaryMiddleware(llm=summariser, max_tokens=2000)
 
     received = (await arun_agent(middleware, "My cat's name?")).received
@@ -80,7 +81,7 @@ def test_middleware_rejects_bad_parameters():
 
 
 def test_classic_memory_with_fake_list_chat_model():
-    llm = RecordingFakeListChatModel(responses=[f"- Fact {k} from the conversation." for k in range(10)])
+    llm = RecordingListChatModel(responses=[f"- Fact {k} from the conversation." for k in range(10)])
     memory = LCSWinSummaryBuffer(llm=llm, return_messages=True)
     for user, answer in TOPIC_TURNS[:12]:
         memory.save_context({"input": user}, {"output": answer or "ok"})

@@ -12,19 +12,20 @@ from langchain_core.messages import SystemMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt import ConfigurationError
+from langchain_ctxmgmt.testing import RecordingListChatModel
 from langchain_ctxmgmt.topic_thread_middleware import TopicThreadMiddleware
+from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from llamaindex_ctxmgmt.topic_thread_block import TopicThreadBlock
 from llamaindex_ctxmgmt.topic_thread_memory import TopicThreadMemory
 from tests.adapters.test_llamaindex_contract import SOURDOUGH, SOURDOUGH_QUERY, conversation, turns_present
 from tests.helpers import is_lc_memory, is_li_memory, memory_body, no_system_text
 from tests.integration.test_langchain_agent import (
     CAT,
-    RecordingFakeListChatModel,
     arun_agent,
     run_agent,
     sent_turn_indices,
 )
-from tests.integration.test_llamaindex_engines import PromptRecordingLLM, ask_block, chat_once
+from tests.integration.test_llamaindex_engines import ask_block, chat_once
 
 # -- LangChain: create_agent through TopicThreadMiddleware --------------------------------
 
@@ -49,7 +50,7 @@ def test_agent_model_receives_threads_relevant_turns_and_the_question(hashing_em
 
 
 async def test_agent_async_with_an_llm_compressor(hashing_embedder):
-    compressor = RecordingFakeListChatModel(responses=["- The user adopted a grey cat named Miso."])
+    compressor = RecordingListChatModel(responses=["- The user adopted a grey cat named Miso."])
     middleware = TopicThreadMiddleware(
         embedder=hashing_embedder, llm=compressor, keep_last=0, verbatim_turns=0
     )

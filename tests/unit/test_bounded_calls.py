@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterator
 
@@ -34,6 +33,7 @@ from ctxmgmt.strategies.acm import ACMStrategy
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
 from ctxmgmt.strategies.swin import SWinStrategy
 from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
+from ctxmgmt.testing import FakeLLM, HangingLLM
 
 TIMEOUT = 0.2
 """Seconds the tests give a call; a hung one must return within this plus MARGIN."""
@@ -41,22 +41,9 @@ MARGIN = 3.0
 """Generous slack for a loaded CI machine (the point is "not forever", not exact timing)."""
 
 
-class Hang:
-    """``prompt -> text`` that blocks until released; records every prompt it received."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.prompts: list[str] = []
-
-    def __call__(self, prompt: str) -> str:
-        self.prompts.append(prompt)
-        self.release.wait()
-        return "- a late answer that must be ignored"
-
-
 @pytest.fixture
-def hang() -> Iterator[Hang]:
-    fake = Hang()
+def hang() -> Iterator[HangingLLM]:
+    fake = HangingLLM()
     yield fake
     fake.release.set()
     deadline = time.monotonic() + 5
@@ -65,16 +52,8 @@ def hang() -> Iterator[Hang]:
     assert abandoned_calls() == 0
 
 
-class Recording:
-    """``prompt -> text`` answering ``answer`` at once; records every prompt."""
-
-    def __init__(self, answer: str = "- The user adopted a cat named Miso.") -> None:
-        self.answer = answer
-        self.prompts: list[str] = []
-
-    def __call__(self, prompt: str) -> str:
-        self.prompts.append(prompt)
-        return self.answer
+SUMMARY = "- The user adopted a cat named Miso."
+"""What the recording fake LLM answers unless told otherwise."""
 
 
 def timed(fn, *args):
@@ -233,7 +212,7 @@ def test_a_component_starts_no_call_while_its_timed_out_call_runs(hang):
 def test_a_million_character_message_reaches_the_model_capped():
     message = "I adopted a grey cat named Miso. " + "blah " * 200_000 + "Her vet is Dr Ruiz."
     assert len(message) > 1_000_000
-    model = Recording()
+    model = FakeLLM(SUMMARY)
     window = f"user: {message}\nassistant: Noted."
     LLMSummarizer(model, max_input_chars=24_000).summarize([], window)
     prompt = model.prompts[0]
@@ -242,11 +221,11 @@ def test_a_million_character_message_reaches_the_model_capped():
     assert "characters left out" in prompt
     assert len(window) > 1_000_000  # the caller's text is unchanged
 
-    decider_model = Recording('{"action": "create"}')
+    decider_model = FakeLLM('{"action": "create"}')
     LLMDecider(decider_model).decide_topic(message, [TopicView(0, "cats", 0.1, 0.1, 0.1, 1, True)])
     assert len(decider_model.prompts[0]) < 24_000 + 3_000
 
-    entity_model = Recording("Miso | PERSON")
+    entity_model = FakeLLM("Miso | PERSON")
     LLMEntityExtractor(entity_model).extract([message])
     assert len(entity_model.prompts[0]) < 24_000 + 1_000
 
@@ -296,7 +275,7 @@ def strategies(model, hashing_embedder) -> dict[str, object]:
 
 @pytest.mark.parametrize("name", ["swin", "acm", "topic_thread", "discourse_tree"])
 def test_llm_calls_equals_the_calls_the_model_received(name, hashing_embedder):
-    model = Recording()
+    model = FakeLLM(SUMMARY)
     strategy = strategies(model, hashing_embedder)[name]
     for turn in turns(24):
         strategy.add(turn)
@@ -321,7 +300,7 @@ def test_timeouts_and_failures_count_as_calls(name, hashing_embedder, hang, capl
 
 
 def test_a_shared_component_counts_each_strategys_calls_only():
-    model = Recording()
+    model = FakeLLM(SUMMARY)
     shared = LLMSummarizer(model)
     first = SWinStrategy(summarizer=shared, window=4, overlap=1)
     second = SWinStrategy(summarizer=shared, window=4, overlap=1)
@@ -332,7 +311,7 @@ def test_a_shared_component_counts_each_strategys_calls_only():
 
 
 def test_decider_calls_are_kept_with_the_derived_state(hashing_embedder):
-    model = Recording('{"action": "create"}')
+    model = FakeLLM('{"action": "create"}')
 
     def make() -> DiscourseTreeStrategy:
         return DiscourseTreeStrategy(

@@ -28,9 +28,9 @@ from ctxmgmt.components.embedder import (
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
 from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
+from ctxmgmt.testing import HashingEmbedder
 from ctxmgmt.types import group_turns
 from langchain_ctxmgmt import DiscourseTreeMiddleware, KadaneDialMiddleware, TopicThreadMiddleware
-from tests.conftest import HashingEmbedder
 from tests.helpers import TOPICS
 
 

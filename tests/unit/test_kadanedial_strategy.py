@@ -458,7 +458,7 @@ def test_custom_token_counter(hashing_embedder) -> None:
 
 
 def test_state_round_trip_without_re_embedding(hashing_embedder) -> None:
-    from tests.conftest import HashingEmbedder
+    from ctxmgmt.testing import HashingEmbedder
 
     original = make(hashing_embedder, keep_last=1)
     state = json.loads(json.dumps(original.to_state()))
@@ -651,7 +651,7 @@ def test_state_carries_the_config(hashing_embedder) -> None:
 
 
 def test_load_state_fills_the_embedding_cache(hashing_embedder) -> None:
-    from tests.conftest import HashingEmbedder
+    from ctxmgmt.testing import HashingEmbedder
 
     state = make(hashing_embedder).to_state()
     fresh = HashingEmbedder()

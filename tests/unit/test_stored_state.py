@@ -23,12 +23,10 @@ from ctxmgmt import (
     TopicThreadStrategy,
 )
 from ctxmgmt.components.summarizer import LLMSummarizer
-from ctxmgmt.conversation import Codec, ConversationPool
 from ctxmgmt.store import InMemoryStore, SQLiteStore, StoreError
-from ctxmgmt.stored_state import StoredState
 from ctxmgmt.strategies import acm, swin, topic_thread
+from ctxmgmt.testing import FakeLLM, HashingEmbedder, StatePool
 from ctxmgmt.types import Turn, chain_hashes, group_turns
-from tests.conftest import HashingEmbedder
 
 PIN = "PIN 4417-2290"
 
@@ -43,15 +41,10 @@ def conversation(n: int = 30, *, secret_at: int | None = None) -> list[Turn]:
     return group_turns(messages)
 
 
-class Counting:
-    """A summariser LLM that counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, prompt: str) -> str:
-        self.calls += 1
-        return f"- summary {self.calls}: the user talked about cats and fish."
+def counting_llm() -> FakeLLM:
+    """A summariser LLM that counts its calls (``calls``)."""
+    llm = FakeLLM(lambda prompt: f"- summary {llm.calls}: the user talked about cats and fish.")
+    return llm
 
 
 KINDS = {
@@ -63,25 +56,6 @@ KINDS = {
 }
 
 
-class StatePool:
-    """Stored states by conversation id, as the adapters' conversation pools keep them."""
-
-    def __init__(self, factory, *, store=None, max_sessions=1000):
-        codec = Codec(to_core=lambda m: m, snapshot=None, memory_message=lambda m: m)
-        self.pool: ConversationPool[Message] = ConversationPool(
-            factory, codec, surface="test", store=store, max_conversations=max_sessions
-        )
-
-    def get(self, conversation_id: str) -> StoredState:
-        return self.pool.get(conversation_id).state
-
-    def __len__(self) -> int:
-        return len(self.pool)
-
-    def __contains__(self, conversation_id: object) -> bool:
-        return conversation_id in self.pool
-
-
 @pytest.fixture(params=["memory", "sqlite"])
 def store_factory(request, tmp_path):
     shared = InMemoryStore()
@@ -91,7 +65,7 @@ def store_factory(request, tmp_path):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
-    emb, llm = HashingEmbedder(), Counting()
+    emb, llm = HashingEmbedder(), counting_llm()
     pool = StatePool(lambda: KINDS[kind](emb, llm), store=store_factory())
     turns = conversation(30)
     live = pool.get("alice")
@@ -110,7 +84,7 @@ def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_redacted_turn_leaves_no_derived_trace(kind, tmp_path, caplog):
-    emb, llm = HashingEmbedder(), Counting()
+    emb, llm = HashingEmbedder(), counting_llm()
     path = tmp_path / "state.db"
     pool = StatePool(lambda: KINDS[kind](emb, llm), store=SQLiteStore(path))
     turns = conversation(60, secret_at=1)
@@ -137,7 +111,7 @@ def test_redacted_turn_leaves_no_derived_trace(kind, tmp_path, caplog):
 @pytest.mark.parametrize("kind", ["swin", "topic_thread", "acm"])
 def test_alternating_sessions_cost_no_extra_llm_calls(kind):
     turns_a, turns_b = conversation(24), conversation(24, secret_at=3)
-    sequential, alternating = Counting(), Counting()
+    sequential, alternating = counting_llm(), counting_llm()
     emb = HashingEmbedder()
     pool = StatePool(lambda: KINDS[kind](emb, sequential), store=InMemoryStore())
     for name, turns in (("a", turns_a), ("b", turns_b)):
@@ -267,9 +241,9 @@ def test_a_restarted_session_writes_what_a_continuous_one_writes(kind, tmp_path)
     emb, turns = HashingEmbedder(), conversation(30)
     rows = {}
     for label in ("continuous", "restarted"):
-        path, llm = tmp_path / f"{label}.db", Counting()
+        path, llm = tmp_path / f"{label}.db", counting_llm()
 
-        def factory(llm: Counting = llm) -> Any:
+        def factory(llm: FakeLLM = llm) -> Any:
             return KINDS[kind](emb, llm)
 
         session = StatePool(factory, store=SQLiteStore(path)).get("a")

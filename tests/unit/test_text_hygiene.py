@@ -18,11 +18,11 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt import KadaneDialStrategy, Message
 from ctxmgmt.selection import build_context
+from ctxmgmt.testing import HashingEmbedder
 from ctxmgmt.types import REPLACEMENT_CHARACTER, Turn, clean_text
 from langchain_ctxmgmt import KadaneDialMemory as LCKadaneDialMemory
 from langchain_ctxmgmt import KadaneDialMiddleware
 from llamaindex_ctxmgmt import KadaneDialMemory as LIKadaneDialMemory
-from tests.conftest import HashingEmbedder
 from tests.integration.test_langchain_agent import recording_model
 
 LONE = "my cat \ud83d is ill"

@@ -8,8 +8,8 @@ Every memory (the five with their defaults; SWin, ACM, TopicThread and Discourse
 with a call-counting fake LLM as summariser / decider, :class:`ctxmgmt.testing.FakeLLM`)
 stores a ``--turns`` (1,000) turn conversation through a core conversation pool
 (``ctxmgmt.testing.StatePool``) in SQLite (one file per memory, whose size is reported; the
-rows are then copied as they are into PostgreSQL). Then a NEW PROCESS per memory and store times the first ``sync`` + ``select`` on
-it (``--reps`` repetitions in that process, each with a new pool, strategy and store
+rows are then copied as they are into PostgreSQL). Then a NEW PROCESS per memory and store
+times the first ``sync`` + ``select`` on it (``--reps`` repetitions in that process, each with a new pool, strategy and store
 connection; p50 and the first one reported), counting embedder, LLM and spaCy calls made
 while syncing the stored history (must be 0) apart from those the query itself needs
 (DiscourseTree's LLM decider places every query, restarted or not). Process start-up (loading

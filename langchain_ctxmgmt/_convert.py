@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ctxmgmt import InvalidMessageError, Message
+from ctxmgmt.timestamps import timestamp_text
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -169,8 +170,24 @@ def to_ctxmgmt(message: BaseMessage) -> Message:
     if not text.strip() and not tool_calls and not media and role != "tool":
         raise InvalidMessageError(f"{type(message).__name__} has empty content")
     return Message(
-        role, text, name=message.name or None, tool_calls=tool_calls, tool_call_id=tool_call_id, media=media
+        role,
+        text,
+        name=message.name or None,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        timestamp=_timestamp_of(message),
+        media=media,
     )
+
+
+def _timestamp_of(message: BaseMessage) -> str | None:
+    """The time ``additional_kwargs["timestamp"]`` gives, as the core keeps it (None: undated).
+
+    Accepts an ISO 8601 string, a written date such as ``"1:56 pm on 8 May, 2023"``, a
+    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.timestamps.timestamp_text`);
+    anything else is read as no time, with one logged warning per kind of value.
+    """
+    return timestamp_text((message.additional_kwargs or {}).get("timestamp"))
 
 
 def to_ctxmgmt_messages(messages: Sequence[BaseMessage]) -> list[Message]:

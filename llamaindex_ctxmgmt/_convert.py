@@ -32,6 +32,7 @@ from llama_index.core.schema import QueryBundle
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
+from ctxmgmt.timestamps import timestamp_text
 from ctxmgmt.types import Message, clean_text
 
 ROLE_MAP: dict[str, str] = {
@@ -207,8 +208,19 @@ def to_message(message: ChatMessage) -> Message:
         name=name if isinstance(name, str) and name else None,
         tool_calls=tuple(calls),
         tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+        timestamp=_timestamp_of(message),
         media=tuple(media),
     )
+
+
+def _timestamp_of(message: ChatMessage) -> str | None:
+    """The time ``additional_kwargs["timestamp"]`` gives, as the core keeps it (None: undated).
+
+    Accepts an ISO 8601 string, a written date such as ``"1:56 pm on 8 May, 2023"``, a
+    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.timestamps.timestamp_text`);
+    anything else is read as no time, with one logged warning per kind of value.
+    """
+    return timestamp_text((message.additional_kwargs or {}).get("timestamp"))
 
 
 def to_messages(messages: Sequence[ChatMessage]) -> list[Message]:

@@ -147,8 +147,10 @@ def timestamp_text(value: object) -> str | None:
     """What :attr:`Message.timestamp <ctxmgmt.types.Message.timestamp>` holds for ``value``.
 
     A string :func:`parse_timestamp` reads is kept as written (stripped), so turn text shows
-    the user's own form ("[1:56 pm on 8 May, 2023] user: ..."); a ``datetime``, ``date`` or
-    epoch number becomes ISO 8601 (seconds precision; epoch numbers in UTC). Anything
+    the user's own form ("[1:56 pm on 8 May, 2023] user: ..."), unless the anchoring
+    (:func:`ctxmgmt.dates.parse_date`) would not read the same day from it (ISO basic and
+    week forms such as "20230508"): then, like a ``datetime``, ``date`` or epoch number, it
+    becomes ISO 8601 (seconds precision; epoch numbers in UTC). Anything
     unreadable gives None (the message is undated, and :func:`stamp_missing` can stamp it).
 
     Example:
@@ -160,8 +162,8 @@ def timestamp_text(value: object) -> str | None:
     parsed = parse_timestamp(value)
     if parsed is None:
         return None
-    if isinstance(value, str):
-        return value.strip()
+    if isinstance(value, str) and parse_date(value) == parsed.date():
+        return value.strip()  # as written, when the anchoring reads the same day from it
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value.isoformat()
     return parsed.isoformat(timespec="seconds")

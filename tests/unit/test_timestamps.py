@@ -83,6 +83,8 @@ def test_warning_once_per_kind(caplog):
     [
         ("1:56 pm on 8 May, 2023", "1:56 pm on 8 May, 2023"),  # the user's own form is kept
         (" 2023-05-08T13:56:00Z ", "2023-05-08T13:56:00Z"),
+        ("20230508", "2023-05-08T00:00:00"),  # ISO basic form: written as the anchoring reads it
+        ("2023-W19-1", "2023-05-08T00:00:00"),  # ISO week date (Monday of week 19)
         (dt.datetime(2023, 5, 8, 13, 56, 7, 999), "2023-05-08T13:56:07"),
         (
             dt.datetime(2023, 5, 8, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=-5))),

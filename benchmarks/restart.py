@@ -4,21 +4,21 @@ Run: ``python benchmarks/restart.py [--quick] [--json restart.json] [--postgres 
 [--no-postgres] [--embedder minilm|hash] [--turns 1000] [--reps 3] [--restart-adds 5]
 [--no-today] [--data FILE] [--workdir DIR]``.
 
-Every memory (the five with their defaults; SWin, ACM, TopicThread and DiscourseTree also
-with a call-counting fake LLM as summariser / decider, :class:`ctxmgmt.testing.FakeLLM`)
-stores a ``--turns`` (1,000) turn conversation through a core conversation pool
+Every memory (the five with their defaults; SWin, ACM, TopicThread and DiscourseTree also with
+a call-counting fake LLM as summariser / decider, :class:`ctxmgmt.testing.FakeLLM`) stores a
+``--turns`` (1,000) turn conversation through a core conversation pool
 (``ctxmgmt.testing.StatePool``) in SQLite (one file per memory, whose size is reported; the
 rows are then copied as they are into PostgreSQL). Then a NEW PROCESS per memory and store
-times the first ``sync`` + ``select`` on it (``--reps`` repetitions in that process, each with a new pool, strategy and store
-connection; p50 and the first one reported), counting embedder, LLM and spaCy calls made
-while syncing the stored history (must be 0) apart from those the query itself needs
-(DiscourseTree's LLM decider places every query, restarted or not). Process start-up (loading
-the embedding model, spaCy and the tiktoken tables) happens before the clock starts, as in a
-worker that has served any request: the worker first serves another, short conversation
-through the same store, so its code paths are warm as in a running worker. Beside it,
-"today": the same first select with no store (everything re-derived), timed once in a new
-process (``--no-today`` leaves it out). Last, the same process adds ``--restart-adds`` turns
-to the restored session, detached from the store vs through it.
+times the first ``sync`` + ``select`` on it (``--reps`` repetitions in that process, each with
+a new pool, strategy and store connection; p50 and the first one reported), counting embedder,
+LLM and spaCy calls made while syncing the stored history (must be 0) apart from those the
+query itself needs (DiscourseTree's LLM decider places every query, restarted or not). Process
+start-up (loading the embedding model, spaCy and the tiktoken tables) happens before the clock
+starts, as in a worker that has served any request: the worker first serves another, short
+conversation through the same store, so its code paths are warm as in a running worker. Beside
+it, "today": the same first select with no store (everything re-derived), timed once in a new
+process (``--no-today`` leaves it out). Last, the same process adds ``--restart-adds`` turns to
+the restored session, detached from the store vs through it.
 
 Conversations, stores and PostgreSQL: see ``_common.py``.
 """

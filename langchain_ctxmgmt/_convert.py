@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from ctxmgmt import InvalidMessageError, Message
 from ctxmgmt.conversation import Codec
+from ctxmgmt.timestamps import timestamp_text
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -170,8 +171,24 @@ def to_ctxmgmt(message: BaseMessage) -> Message:
     if not text.strip() and not tool_calls and not media and role != "tool":
         raise InvalidMessageError(f"{type(message).__name__} has empty content")
     return Message(
-        role, text, name=message.name or None, tool_calls=tool_calls, tool_call_id=tool_call_id, media=media
+        role,
+        text,
+        name=message.name or None,
+        tool_calls=tool_calls,
+        tool_call_id=tool_call_id,
+        timestamp=_timestamp_of(message),
+        media=media,
     )
+
+
+def _timestamp_of(message: BaseMessage) -> str | None:
+    """The time ``additional_kwargs["timestamp"]`` gives, as the core keeps it (None: undated).
+
+    Accepts an ISO 8601 string, a written date such as ``"1:56 pm on 8 May, 2023"``, a
+    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.timestamps.timestamp_text`);
+    anything else is read as no time, with one logged warning per kind of value.
+    """
+    return timestamp_text((message.additional_kwargs or {}).get("timestamp"))
 
 
 def to_ctxmgmt_messages(messages: Sequence[BaseMessage]) -> list[Message]:
@@ -210,8 +227,8 @@ def snapshot(message: BaseMessage) -> Any:
     """Everything :func:`to_ctxmgmt` reads from ``message``, as a cheap comparable value.
 
     Its class (the role), its content (text parts as they are, media parts by kind, other
-    blocks by value), ``name``, an AI message's tool calls and a tool result's
-    ``tool_call_id``: an in-place edit of any of them is converted again.
+    blocks by value), ``name``, an AI message's tool calls, a tool result's ``tool_call_id`` and
+    ``additional_kwargs["timestamp"]``: an in-place edit of any of them is converted again.
     """
     content: Any = message.content
     if not isinstance(content, str):
@@ -221,7 +238,7 @@ def snapshot(message: BaseMessage) -> Any:
         extra: Any = tuple((c.get("id"), c.get("name"), repr(c.get("args"))) for c in calls) if calls else ()
     else:
         extra = getattr(message, "tool_call_id", None)
-    return (type(message), content, message.name, extra)
+    return (type(message), content, message.name, extra, (message.additional_kwargs or {}).get("timestamp"))
 
 
 CODEC: Codec[BaseMessage] = Codec(to_core=to_ctxmgmt, snapshot=snapshot, memory_message=from_ctxmgmt)

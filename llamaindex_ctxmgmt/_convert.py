@@ -33,6 +33,7 @@ from ctxmgmt.context import Context
 from ctxmgmt.conversation import Codec
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
+from ctxmgmt.timestamps import timestamp_text
 from ctxmgmt.types import Message, clean_text
 
 ROLE_MAP: dict[str, str] = {
@@ -208,8 +209,19 @@ def to_message(message: ChatMessage) -> Message:
         name=name if isinstance(name, str) and name else None,
         tool_calls=tuple(calls),
         tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+        timestamp=_timestamp_of(message),
         media=tuple(media),
     )
+
+
+def _timestamp_of(message: ChatMessage) -> str | None:
+    """The time ``additional_kwargs["timestamp"]`` gives, as the core keeps it (None: undated).
+
+    Accepts an ISO 8601 string, a written date such as ``"1:56 pm on 8 May, 2023"``, a
+    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.timestamps.timestamp_text`);
+    anything else is read as no time, with one logged warning per kind of value.
+    """
+    return timestamp_text((message.additional_kwargs or {}).get("timestamp"))
 
 
 def to_messages(messages: Sequence[ChatMessage]) -> list[Message]:
@@ -307,14 +319,18 @@ def snapshot(message: ChatMessage) -> Any:
     """Everything :func:`to_message` reads from ``message``, as a cheap comparable value.
 
     Its role, each block's kind and text (a tool-call block's call), and the
-    ``additional_kwargs`` the converter reads (``tool_calls``, ``tool_call_id``): an in-place
+    ``additional_kwargs`` the converter reads (``tool_calls``, ``tool_call_id``, ``timestamp``): an in-place
     edit of any of them is converted again.
     """
     blocks = message.blocks
     if type(blocks) is not list:
         return repr(blocks)
     kwargs = message.additional_kwargs
-    extra = (repr(kwargs.get("tool_calls")), kwargs.get("tool_call_id")) if kwargs else None
+    extra = (
+        (repr(kwargs.get("tool_calls")), kwargs.get("tool_call_id"), kwargs.get("timestamp"))
+        if kwargs
+        else None
+    )
     if len(blocks) == 1:  # the usual message: no inner tuple to build (this runs per message per call)
         return (message.role, _block_snapshot(blocks[0]), extra)
     return (message.role, extra, *[_block_snapshot(b) for b in blocks])

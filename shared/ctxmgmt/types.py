@@ -83,7 +83,9 @@ class Message:
         tool_calls: Tool calls an assistant message makes, as plain dicts with at least ``id``.
         tool_call_id: For a tool message, the id of the call it answers.
         timestamp: Optional free-form time (ISO string or a session date such as
-            ``"1:56 pm on 8 May, 2023"``); shown in turn text.
+            ``"1:56 pm on 8 May, 2023"``); shown in turn text and part of the turn's
+            fingerprint (it is the message's content: editing it rebuilds derived state).
+            :func:`ctxmgmt.timestamps.timestamp_text` reads the values users give.
         metadata: Free JSON-serialisable data, carried through untouched (but for text hygiene).
         media: One kind per non-text content block the original message carries, in order
             (``"image"``, ``"audio"``, ``"video"`` or ``"file"``). Only the kinds are kept, never
@@ -91,6 +93,11 @@ class Message:
             the blocks. Token counts add a per-block estimate (:mod:`ctxmgmt.budget`); scoring
             uses the text, plus one ``[image]``-style marker per block in :meth:`render`. A
             message with media and no text is scored through its turn's other messages.
+        seen: When the memory first saw a message that has no ``timestamp`` of its own (ISO
+            8601, set by :func:`ctxmgmt.timestamps.stamp_missing`). Shown in turn text in
+            place of the timestamp, so relative dates are anchored to it, but *not* part of
+            the turn's fingerprint nor of message equality: a restart that reads the raw
+            history (where no such stamp is kept) finds the same turns and rebuilds nothing.
 
     Every string the message holds (text, name, timestamp, tool-call id, the strings inside
     tool calls and metadata) passes through :func:`clean_text` when the message is built, so
@@ -110,6 +117,7 @@ class Message:
     timestamp: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     media: tuple[str, ...] = ()
+    seen: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -118,7 +126,7 @@ class Message:
             raise InvalidMessageError(
                 f"{self.role} message content must be a string, got {type(self.text).__name__}"
             )
-        for name in ("text", "name", "timestamp", "tool_call_id", "tool_calls", "metadata"):
+        for name in ("text", "name", "timestamp", "tool_call_id", "tool_calls", "metadata", "seen"):
             value = getattr(self, name)
             cleaned = _clean_value(value)
             if cleaned is not value:
@@ -138,14 +146,24 @@ class Message:
         """True for an assistant message that makes no tool call."""
         return self.role == "assistant" and not self.tool_calls
 
-    def render(self) -> str:
+    @property
+    def time(self) -> str | None:
+        """When the message was said: its ``timestamp``, else when the memory first saw it."""
+        return self.timestamp or self.seen
+
+    def render(self, *, seen: bool = True) -> str:
         """Text of this message as shown to a scorer: ``[timestamp] speaker: text``.
 
         Lines after the first are indented (:func:`ctxmgmt.framing.one_entry`), so a line break
         in the text can never start a speaker line of its own in a transcript.
+
+        Args:
+            seen: Show the ``seen`` stamp of a message without a timestamp (default True);
+                False gives the content the turn fingerprint covers.
         """
         speaker = self.name or self.role
-        stamp = f"[{self.timestamp}] " if self.timestamp else ""
+        time = self.time if seen else self.timestamp
+        stamp = f"[{time}] " if time else ""
         calls = ""
         if self.tool_calls:
             calls = " " + " ".join(
@@ -158,10 +176,12 @@ class Message:
         return one_entry(f"{stamp}{speaker}: {text}{calls}".rstrip())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
+        """JSON-serialisable form (``seen`` only when set, so older states read the same)."""
         data = asdict(self)
         data["tool_calls"] = list(data["tool_calls"])
         data["media"] = list(data["media"])
+        if data["seen"] is None:
+            del data["seen"]
         return data
 
     @classmethod
@@ -206,10 +226,16 @@ class Turn:
     def fingerprint(self) -> str:
         """Stable content hash (SHA-1 of :attr:`text` as UTF-8); equal turns share derived state.
 
+        The ``seen`` stamps of messages without a timestamp are left out (the text is
+        rendered without them), so a turn keeps its fingerprint whether or not, and
+        whenever, the memory stamped it; a message's own ``timestamp`` is content and counts.
         Message text is already clean (:func:`clean_text`); ``surrogatepass`` only makes sure
         that no text can ever make the hash raise.
         """
-        return hashlib.sha1(self.text.encode("utf-8", "surrogatepass")).hexdigest()
+        text = self.text
+        if any(m.seen and not m.timestamp for m in self.messages):
+            text = "\n".join(m.render(seen=False) for m in self.messages)
+        return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def chain_hashes(turns: Sequence[Turn], previous: str = "") -> list[str]:

@@ -89,7 +89,7 @@ def test_cached_token_counter_counts_each_text_once() -> None:
         seen.append(text)
         return len(text)
 
-    cached = CachedTokenCounter(as_token_counter(count))
+    cached = CachedTokenCounter(CallableTokenCounter(count))  # as_token_counter would probe it first
     assert cached.count("abc") == 3
     assert cached.count("abc") == 3
     assert cached.count("de") == 2

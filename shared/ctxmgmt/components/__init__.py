@@ -30,9 +30,12 @@ from ctxmgmt.components.summarizer import (
 )
 from ctxmgmt.components.tokens import (
     CallableTokenCounter,
+    MessageListCounter,
     TiktokenCounter,
     TokenCounter,
+    TokenizerCounter,
     as_token_counter,
+    check_token_counter,
     default_token_counter,
 )
 
@@ -50,16 +53,19 @@ __all__ = [
     "LLMDecider",
     "LLMEntityExtractor",
     "LLMSummarizer",
+    "MessageListCounter",
     "SentenceTransformerEmbedder",
     "SpacyEntityExtractor",
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
+    "TokenizerCounter",
     "as_decider",
     "as_embedder",
     "as_entity_extractor",
     "as_summarizer",
     "as_token_counter",
+    "check_token_counter",
     "default_embedder",
     "default_token_counter",
 ]

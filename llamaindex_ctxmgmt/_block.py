@@ -19,7 +19,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 
 from ctxmgmt.adapter import AdapterField, SelectionRecord, budget_param, check_adapter
 from ctxmgmt.budget import check_budget
-from ctxmgmt.components.tokens import TokenCounter, as_token_counter
+from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
 from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
@@ -28,6 +28,7 @@ from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._convert import CODEC, latest_user_text, render_context, to_message
 from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
+from llamaindex_ctxmgmt._tokens import as_counter
 
 DEFAULT_BLOCK_TOKENS = 9000
 """Most tokens a block returns when its ``token_limit`` is None and its strategy has no budget
@@ -156,7 +157,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         own = budget_param(self.strategy_class)
         if own is None:
             check_budget(self.token_limit, name="token_limit")
-        counter = self._counter = as_token_counter(self.token_counter)
+        counter = self._counter = as_counter(self.token_counter)
         self._pool = conversation_pool(self, counter, CODEC.by_identity(), surface=f"block:{self.name}")
         self._pool.factory()  # validate now, not at the first flush
 

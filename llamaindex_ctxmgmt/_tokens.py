@@ -7,7 +7,7 @@ count is the number of tokens. :func:`as_counter` also takes the core's own coun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxmgmt.components.tokens import (
@@ -17,7 +17,7 @@ from ctxmgmt.components.tokens import (
     check_token_counter,
     default_token_counter,
 )
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
 
 
 def as_counter(obj: Any) -> TokenCounter:
@@ -67,3 +67,53 @@ def as_counter(obj: Any) -> TokenCounter:
         )
     name = "tokenizer_fn" if isinstance(counter, TokenizerCounter) else "token_counter"
     return check_token_counter(counter, name=name)
+
+
+class CounterTokenizer:
+    """LlamaIndex-style ``tokenizer_fn`` over a TokenCounter.
+
+    LlamaIndex callers (``SimpleChatEngine``) only take ``len()`` of the result, so this
+    returns a list as long as the token count, not real token ids.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def __call__(self, text: str) -> list[int]:
+        return list(range(self.counter.count(text)))
+
+
+def resolve_counting(token_counter: Any, tokenizer_fn: Any) -> tuple[TokenCounter, Callable[[str], Any]]:
+    """One source of truth for token counts: (core counter, LlamaIndex tokenizer_fn), checked.
+
+    Raises:
+        ConfigurationError: a counter or tokenizer whose figures cannot be used (:func:`as_counter`).
+    """
+    if token_counter is None and tokenizer_fn is not None:
+        return as_counter(tokenizer_fn), tokenizer_fn
+    counter = as_counter(token_counter)
+    return counter, tokenizer_fn if tokenizer_fn is not None else CounterTokenizer(counter)
+
+
+def room_after(initial_token_count: Any, token_limit: int) -> int:
+    """Tokens left for the memory after the caller's ``initial_token_count`` (0 = none left).
+
+    Raises:
+        ConfigurationError: ``initial_token_count`` is not an int >= 0.
+        BudgetExceededError: ``initial_token_count`` exceeds ``token_limit`` (a ``ValueError``,
+            as ``ChatMemoryBuffer`` raises).
+    """
+    if (
+        isinstance(initial_token_count, bool)
+        or not isinstance(initial_token_count, int)
+        or initial_token_count < 0
+    ):
+        raise ConfigurationError(
+            "initial_token_count must be an int >= 0 (tokens the caller already uses), "
+            f"got {initial_token_count!r}"
+        )
+    if initial_token_count > token_limit:
+        raise BudgetExceededError(
+            f"Initial token count exceeds token limit ({initial_token_count} > {token_limit})"
+        )
+    return token_limit - initial_token_count

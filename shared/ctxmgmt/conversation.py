@@ -20,6 +20,7 @@ different conversations run in parallel. The pool's lock only guards the mapping
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -116,7 +117,7 @@ class Conversation(Generic[T]):
         self.codec = codec
         self.store = store
         self.lock = threading.RLock()
-        self.history: ConvertedHistory[T] = ConvertedHistory(codec.to_core, codec.snapshot)
+        self.history: ConvertedHistory[T] = ConvertedHistory(codec.to_core, codec.snapshot, clock=_utc_now)
         self.state = StoredState(key, strategy, store)
         self.last_context: Context | None = None
 
@@ -221,6 +222,11 @@ class Conversation(Generic[T]):
         state.sync(past, chains)
         if progress is not None and len(past) > have:
             progress(len(past), len(past))
+
+
+def _utc_now() -> dt.datetime:
+    """When a message without a time of its own was first seen (UTC, to the second)."""
+    return dt.datetime.now(dt.UTC)
 
 
 class ConversationPool(Generic[T]):

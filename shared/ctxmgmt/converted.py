@@ -20,12 +20,14 @@ builds new message objects on every read simply converts every message on every 
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from ctxmgmt.context import Block, Context
 from ctxmgmt.selection import pick_originals
+from ctxmgmt.timestamps import stamp_missing
 from ctxmgmt.types import Message, Turn, chain_hashes
 
 T = TypeVar("T")
@@ -41,6 +43,9 @@ class ConvertedHistory(Generic[T]):
             a message is converted again when it differs from the last call. None: messages
             are compared by identity only (for histories whose messages are never edited in
             place, such as a memory block's own copies).
+        clock: Stamps messages without a timestamp of their own with the time they were first
+            converted (``Message.seen``, :func:`ctxmgmt.timestamps.stamp_missing`), so relative
+            dates in them are anchored; None stamps nothing.
 
     Attributes:
         originals: The caller's messages of the last :meth:`update`, in order.
@@ -51,9 +56,16 @@ class ConvertedHistory(Generic[T]):
         turn_originals: ``turn_originals[i]`` are the caller's messages of ``turns[i]``.
     """
 
-    def __init__(self, convert: Callable[[T], Message], snapshot: Callable[[T], Any] | None) -> None:
+    def __init__(
+        self,
+        convert: Callable[[T], Message],
+        snapshot: Callable[[T], Any] | None,
+        *,
+        clock: Callable[[], dt.datetime] | None = None,
+    ) -> None:
         self._convert = convert
         self._snapshot = snapshot
+        self._clock = clock
         self.lock = threading.RLock()
         self.originals: list[T] = []
         self._contents: list[Any] = []
@@ -86,6 +98,8 @@ class ConvertedHistory(Generic[T]):
             if keep == len(originals) == len(self.originals):
                 return self
             fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
+            if self._clock is not None:  # first seen now, unless converted before with equal content
+                fresh = stamp_missing(fresh, self._clock(), known=self.messages[keep:])
             self._truncate(keep)
             content_of = self._snapshot
             for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):

@@ -82,3 +82,36 @@ def test_dated_messages_anchor_through_llamaindex_as_in_the_core(bench: ModuleTy
     assert result["containment_differs"] == 0
     assert core == dated == 1.0  # "yesterday (7 May 2023)" reaches the model through LlamaIndex
     assert undated == 0.5  # without the date, "yesterday" stays unanchored
+
+
+def test_undated_messages_are_anchored_to_when_the_memory_first_saw_them(tmp_path, monkeypatch):
+    """No timestamp: "yesterday" is anchored to the day the memory first saw the message, and
+    the stamp survives a restart (it is kept with the derived state, not in the raw history)."""
+    import datetime as dt
+
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctxmgmt.dates import format_date
+    from langchain_ctxmgmt import SWinSummarySelector
+
+    store = f"sqlite:///{tmp_path / 'state.db'}"
+    history = [HumanMessage("I adopted a beagle named Biscuit yesterday!"), AIMessage("Lovely!")]
+    for user, answer in FILLER[:4]:
+        history += [HumanMessage(user), AIMessage(answer)]
+    history.append(HumanMessage("When did I adopt Biscuit?"))
+    yesterday = format_date(dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1))
+
+    first = SWinSummarySelector(window=2, overlap=0, store=store)
+    first.invoke(history, {"configurable": {"thread_id": "dog"}})
+    turns = first.conversation("dog").strategy.turns
+    seen = turns[0].messages[0].seen
+    assert seen is not None and turns[0].messages[0].timestamp is None
+    assert yesterday in str(first.conversation("dog").strategy.to_state())
+
+    import ctxmgmt.conversation
+
+    later = dt.datetime(2031, 1, 1, tzinfo=dt.timezone.utc)  # the restart happens much later
+    monkeypatch.setattr(ctxmgmt.conversation, "_utc_now", lambda: later)
+    restarted = SWinSummarySelector(window=2, overlap=0, store=store)
+    restarted.invoke(history, {"configurable": {"thread_id": "dog"}})
+    assert restarted.conversation("dog").strategy.turns[0].messages[0].seen == seen

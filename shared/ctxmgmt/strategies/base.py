@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -206,12 +207,15 @@ class Strategy(ABC):
         :meth:`restore` reads it back.
         """
         counts = self._turn_tokens
-        return {
+        seen = [_seen_of(t) for t in self._turns]
+        state: dict[str, Any] = {
             "llm_calls": self._llm_calls,
             # token counts of the turns, in chunks (a store writes only the newest chunk per turn)
             "turn_tokens": [counts[i : i + TOKEN_CHUNK] for i in range(0, len(counts), TOKEN_CHUNK)],
-            **self._state(),
         }
+        if any(seen):  # when each message without a timestamp was first seen, chunked the same way
+            state["turn_seen"] = [seen[i : i + TOKEN_CHUNK] for i in range(0, len(seen), TOKEN_CHUNK)]
+        return {**state, **self._state()}
 
     def restore(self, turns: Sequence[Turn], derived: dict[str, Any]) -> None:
         """Replace every turn by ``turns`` and the derived state by ``derived``, computing nothing.
@@ -219,7 +223,13 @@ class Strategy(ABC):
         ``derived`` is what :meth:`derived_state` returned after exactly these turns.
         """
         self.reset()
-        turns = [Turn(i, t.messages) for i, t in enumerate(turns)]
+        seen = [s for chunk in derived.get("turn_seen") or () for s in chunk]
+        if len(seen) != len(turns):  # a state from before first-seen stamps were kept
+            seen = [None] * len(turns)
+        turns = [
+            Turn(i, _with_seen(t.messages, stamps))
+            for i, (t, stamps) in enumerate(zip(turns, seen, strict=True))
+        ]
         self._turns.extend(turns)
         counts = [int(n) for chunk in derived.get("turn_tokens") or () for n in chunk]
         if len(counts) == len(turns):  # counted when they were added
@@ -268,3 +278,19 @@ class Strategy(ABC):
     @abstractmethod
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """Choose past turns (and/or derived blocks) for ``query`` within ``budget`` tokens."""
+
+
+def _seen_of(turn: Turn) -> list[str | None] | None:
+    """The first-seen stamps of a turn's messages (None when no message has one)."""
+    stamps = [m.seen if not m.timestamp else None for m in turn.messages]
+    return stamps if any(stamps) else None
+
+
+def _with_seen(messages: tuple[Message, ...], stamps: Any) -> tuple[Message, ...]:
+    """``messages`` with the stored first-seen stamps put back (messages with a timestamp keep it)."""
+    if not isinstance(stamps, list) or len(stamps) != len(messages):
+        return messages
+    return tuple(
+        dataclasses.replace(m, seen=stamp) if isinstance(stamp, str) and not m.timestamp else m
+        for m, stamp in zip(messages, stamps, strict=True)
+    )

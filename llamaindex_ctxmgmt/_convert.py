@@ -10,6 +10,7 @@ blocks, thinking blocks, media blocks, provider-specific ``additional_kwargs`` i
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.schema import QueryBundle
 
-from ctxmgmt.context import Context
+from ctxmgmt.context import Block, Context
 from ctxmgmt.conversation import Codec
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
@@ -338,3 +339,25 @@ def snapshot(message: ChatMessage) -> Any:
 
 CODEC: Codec[ChatMessage] = Codec(to_core=to_message, snapshot=snapshot, memory_message=memory_message)
 """LlamaIndex ``ChatMessage`` <-> the core: conversion, change snapshot, framed memory messages."""
+
+
+class MemoryMessages:
+    """Summary and entity blocks as framed memory ``ChatMessage`` s, the same objects for the same text.
+
+    The newest ``size`` (32) distinct texts are kept, so repeated gets return equal lists.
+    """
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._messages: OrderedDict[str, ChatMessage] = OrderedDict()
+
+    def __call__(self, block: Block) -> list[ChatMessage]:
+        out: list[ChatMessage] = []
+        for message in CODEC.text_block(block):
+            text = message.content or ""
+            kept = self._messages.setdefault(text, message)
+            self._messages.move_to_end(text)
+            while len(self._messages) > self.size:
+                self._messages.popitem(last=False)
+            out.append(kept)
+        return out

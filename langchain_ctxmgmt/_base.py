@@ -199,16 +199,26 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         (:data:`ctxmgmt.adapter.DEFAULT_ACCEPTED`); ``name=None`` takes the default on purpose.
         The derived state is rebuilt from the history on the next call, or loaded from ``store``.
 
+        Saved data holds parameters and history only: a store, components or a ``memory_role``
+        of ``"system"`` are taken as arguments, never from the data (:func:`ctxmgmt.adapter.plain_data`).
+
         Raises:
-            ConfigurationError: a custom component of the saved memory is not passed again.
+            ConfigurationError: a custom component of the saved memory is not passed again, the
+                data names what only arguments may, or it is malformed.
         """
-        data = {k: v for k, v in data.items() if k != "class_name"}
-        adapter.check_restored(cls.__name__, data.pop(adapter.CUSTOM_COMPONENTS_KEY, None) or {}, kwargs)
-        messages = data.pop("messages", None)
-        if kwargs.get("chat_memory") is None:
-            kwargs.pop("chat_memory", None)
-            data["chat_memory"] = ListChatMessageHistory(messages_from_dict(messages or []))
-        return cls(**{**data, **kwargs})
+        refused = {"store", "chat_memory", "token_counter", "progress", *cls._component_names()}
+        data = adapter.plain_data(cls.__name__, data, kwargs, refused=refused)
+        with adapter.restoring(cls.__name__):
+            adapter.check_restored(cls.__name__, data.pop(adapter.CUSTOM_COMPONENTS_KEY, None) or {}, kwargs)
+            messages = data.pop("messages", None)
+            if kwargs.get("chat_memory") is None:
+                kwargs.pop("chat_memory", None)
+                data["chat_memory"] = ListChatMessageHistory(messages_from_dict(messages or []))
+            return cls(**{**data, **kwargs})
+
+    @classmethod
+    def _component_names(cls) -> list[str]:
+        return [f.name for f in cls.adapter_fields if f.component]
 
     # -- the conversation ----------------------------------------------------------------
     def _conversation(self) -> Conversation[BaseMessage]:

@@ -35,6 +35,8 @@ from ctxmgmt.adapter import (
     check_adapter,
     check_restored,
     custom_components,
+    plain_data,
+    restoring,
     signature_with,
 )
 from ctxmgmt.budget import check_budget
@@ -270,14 +272,22 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
         The derived state (embeddings, summaries) is rebuilt from the history on the next
         :meth:`get`, or loaded from ``store`` when one is given.
 
+        Saved data holds parameters and history only: a store, components, a chat store other
+        than a ``SimpleChatStore``'s messages or a ``memory_role`` of ``"system"`` are taken as
+        arguments, never from the data (:func:`ctxmgmt.adapter.plain_data`).
+
         Raises:
-            ConfigurationError: a custom component of the saved memory is not passed again.
+            ConfigurationError: a custom component of the saved memory is not passed again, the
+                data names what only arguments may, or it is malformed.
         """
-        data = {k: v for k, v in data.items() if k != "class_name"}
-        check_restored(cls.__name__, data.pop(CUSTOM_COMPONENTS_KEY, None) or {}, kwargs)
-        data = load_chat_store_of(data, default_key=DEFAULT_CHAT_STORE_KEY)
-        data.update(kwargs)
-        return cls(**data)
+        refused = {"store", "token_counter", "tokenizer_fn", "progress"}
+        refused |= {f.name for f in cls.adapter_fields if f.component}
+        data = plain_data(cls.__name__, data, kwargs, refused=refused)
+        with restoring(cls.__name__):
+            check_restored(cls.__name__, data.pop(CUSTOM_COMPONENTS_KEY, None) or {}, kwargs)
+            data = load_chat_store_of(data, default_key=DEFAULT_CHAT_STORE_KEY, given="chat_store" in kwargs)
+            data.update(kwargs)
+            return cls(**data)
 
     # -- the conversation ----------------------------------------------------------------
     def _conversation(self) -> Conversation[ChatMessage]:

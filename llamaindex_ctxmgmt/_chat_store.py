@@ -98,23 +98,33 @@ def dump_chat_store(chat_store: BaseChatStore) -> dict[str, Any]:
     return data
 
 
-def load_chat_store_of(data: dict[str, Any], *, default_key: str) -> dict[str, Any]:
+def load_chat_store_of(data: dict[str, Any], *, default_key: str, given: bool = False) -> dict[str, Any]:
     """``data`` (a memory's ``to_dict()``) with its chat store loaded.
 
     As in ``ChatMemoryBuffer.from_dict``, an old-style ``"chat_history"`` list becomes a
-    ``SimpleChatStore`` under ``chat_store_key``; a dumped chat store is loaded by its class name.
+    ``SimpleChatStore`` under ``chat_store_key``; a dumped ``SimpleChatStore`` (plain messages)
+    is loaded. Any other dumped chat store (a database, a server) is refused unless the caller
+    passes ``chat_store`` itself (``given``): saved data never says where a history is kept.
+
+    Raises:
+        ConfigurationError: the data names another kind of chat store and none is given.
     """
     from llama_index.core.storage.chat_store.loading import load_chat_store
 
     data = dict(data)
+    dumped = data.get("chat_store")
+    if isinstance(dumped, dict) and dumped.get("class_name") != SimpleChatStore.class_name():
+        if dumped.get("class_name") != DBChatStoreBridge.class_name() and not given:
+            raise ConfigurationError(
+                f"saved data names a {dumped.get('class_name')!r} chat store; from_dict loads only a "
+                "SimpleChatStore's messages: pass chat_store= as an argument"
+            )
+        data.pop("chat_store")
     if "chat_history" in data:
         history = [ChatMessage.model_validate(m) for m in data.pop("chat_history") or ()]
         data["chat_store"] = SimpleChatStore(store={data.get("chat_store_key", default_key): history})
     elif isinstance(data.get("chat_store"), dict):
-        if data["chat_store"].get("class_name") == DBChatStoreBridge.class_name():
-            data.pop("chat_store")  # from_dict checks that it is passed again
-        else:
-            data["chat_store"] = load_chat_store(data["chat_store"])
+        data["chat_store"] = load_chat_store(data["chat_store"])
     return data
 
 

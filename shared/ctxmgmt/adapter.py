@@ -10,12 +10,13 @@ framework: the adapters pass their model's ``prompt -> text`` function as ``comp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import json
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from ctxmgmt.components.decider import LLMDecider
 from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS
 from ctxmgmt.components.summarizer import LLMSummarizer
 from ctxmgmt.context import Context
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError
 from ctxmgmt.params import COMPONENT_DOCS, LLM_CALL_PARAMS, Param, StrategyConfig
 from ctxmgmt.strategies.base import Strategy
 
@@ -79,8 +80,65 @@ class JsonString:
 
     @classmethod
     def from_string(cls, json_str: str, **kwargs: Any) -> Any:
-        """Inverse of :meth:`to_string`; ``kwargs`` as for ``from_dict`` (components)."""
-        return cls.from_dict(json.loads(json_str), **kwargs)  # type: ignore[attr-defined]
+        """Inverse of :meth:`to_string`; ``kwargs`` as for ``from_dict`` (components).
+
+        Raises:
+            ConfigurationError: ``json_str`` is not the JSON of a memory's ``to_dict()``.
+        """
+        with restoring(cls.__name__):
+            data = json.loads(json_str)
+        return cls.from_dict(data, **kwargs)  # type: ignore[attr-defined]
+
+
+AUTHORITY_ROLES = frozenset({"system"})
+"""``memory_role`` values that give derived text authority: taken from code, never from saved data."""
+
+
+def plain_data(
+    owner: str, data: Any, given: Mapping[str, Any], *, refused: Collection[str]
+) -> dict[str, Any]:
+    """A saved memory's data (``to_dict()``), checked to hold plain parameters and history only.
+
+    Saved data may come from anywhere a string can (a cache, a request), so it may not name
+    where state goes or how the model reads it: the keys in ``refused`` (stores, components,
+    histories other than plain messages) and a ``memory_role`` of :data:`AUTHORITY_ROLES`
+    are only taken as keyword arguments (``given``), as code.
+
+    Raises:
+        ConfigurationError: ``data`` is not a dict, or holds a refused key or role.
+    """
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            f"{owner}.from_dict takes the dict to_dict() returns, got {type(data).__name__}"
+        )
+    named = sorted(k for k in refused if data.get(k) is not None and k not in given)
+    if named:
+        raise ConfigurationError(
+            f"{owner}.from_dict: saved data may hold parameters and history only, not {named}; "
+            f"pass {', '.join(f'{k}=...' for k in named)} as arguments instead"
+        )
+    if data.get("memory_role") in AUTHORITY_ROLES and "memory_role" not in given:
+        raise ConfigurationError(
+            f"{owner}.from_dict: saved data asks for memory_role={data['memory_role']!r}, which gives "
+            "derived text system authority; pass memory_role= as an argument to mean it"
+        )
+    return {k: v for k, v in data.items() if k != "class_name"}
+
+
+@contextlib.contextmanager
+def restoring(owner: str) -> Iterator[None]:
+    """Turn any error made while reading saved data into a ``ConfigurationError`` naming ``owner``.
+
+    ``CtxMgmtError`` s pass as they are; malformed JSON, wrong types, missing keys, too deep
+    nesting and pydantic validation errors become ``ConfigurationError`` s.
+    """
+    try:
+        yield
+    except CtxMgmtError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+        detail = f"{type(exc).__name__}: {exc}"
+        raise ConfigurationError(f"{owner}: unusable saved data ({detail[:240]})") from exc
 
 
 LLM_DOC = (

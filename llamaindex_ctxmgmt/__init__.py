@@ -14,7 +14,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError('llamaindex_ctxmgmt needs LlamaIndex: pip install "ctxmgmt[llamaindex]"') from exc
 
 from llamaindex_ctxmgmt._base import StrategyMemory
-from llamaindex_ctxmgmt._block import StrategyMemoryBlock, flush_early
+from llamaindex_ctxmgmt._block import StrategyMemoryBlock, erase_from_blocks, flush_early
 from llamaindex_ctxmgmt.acm_block import ACMTieredBlock
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer
 from llamaindex_ctxmgmt.discourse_tree_block import DiscourseTreeBlock
@@ -39,5 +39,6 @@ __all__ = [
     "StrategyMemoryBlock",
     "TopicThreadBlock",
     "TopicThreadMemory",
+    "erase_from_blocks",
     "flush_early",
 ]

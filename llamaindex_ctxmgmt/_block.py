@@ -8,12 +8,14 @@ declaration, ``class XBlock(StrategyMemoryBlock, strategy=S, name=..., text_head
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
@@ -211,6 +213,52 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         """Async :meth:`clear_session`."""
         await run_blocking(self.clear_session, session_id)
 
+    def erase(
+        self,
+        match: str | Callable[[ChatMessage], bool],
+        *,
+        session_id: str | None = None,
+        redact_with: str | None = None,
+    ) -> int:
+        """Delete or redact flushed messages everywhere the block kept them; returns how many.
+
+        ``match`` is a text (every message containing it) or a predicate on ``ChatMessage`` s.
+        With ``redact_with`` the matching text is replaced by it (a predicate: each text part
+        of a matching message is); without, the messages are deleted. The block's own copy, its
+        message log in the store and every record derived from those messages on (summaries,
+        entities, embeddings, nodes) are rewritten at once, so the text never reaches the model
+        again. ``Memory``'s own queue is ``Memory``'s: ``reset()``/``set()`` it beside this.
+
+        Raises:
+            ConfigurationError: ``match`` is an empty text.
+        """
+        if isinstance(match, str) and not match:
+            raise ConfigurationError("erase needs a non-empty text (or a predicate) to match")
+        with self._lock:
+            results = [(m, _erased(m, match, redact_with)) for m in self._history(session_id)]
+            changed = sum(1 for m, erased in results if erased is not m)
+            if not changed:
+                return 0
+            kept = [erased for _, erased in results if erased is not None]
+            self._histories[session_id] = kept
+            log = self._log(session_id)
+            if log is not None:
+                log.replace([m.model_dump(mode="json") for m in kept])
+        self.conversation(session_id).index(kept, flushed=True)  # derived state rewinds to the change
+        return changed
+
+    async def aerase(
+        self,
+        match: str | Callable[[ChatMessage], bool],
+        *,
+        session_id: str | None = None,
+        redact_with: str | None = None,
+    ) -> int:
+        """Async :meth:`erase`."""
+        return await run_blocking(
+            functools.partial(self.erase, match, session_id=session_id, redact_with=redact_with)
+        )
+
     def stored_messages(self, session_id: str | None = None) -> list[ChatMessage]:
         """Every message flushed into the block for ``session_id``, as received (lossless)."""
         return list(self._history(session_id))
@@ -362,3 +410,37 @@ def flush_early(recent_tokens: int = 1000, *, token_limit: int = 30_000) -> dict
         "chat_history_token_ratio": recent_tokens / token_limit,
         "token_flush_size": max(1, min(300, recent_tokens // 2)),
     }
+
+
+def _erased(
+    message: ChatMessage, match: str | Callable[[ChatMessage], bool], repl: str | None
+) -> ChatMessage | None:
+    """``message`` as it is, redacted (``repl``) or None (deleted) when ``match`` matches it."""
+    texts = [b.text for b in message.blocks if isinstance(b, TextBlock)]
+    hit = match(message) if callable(match) else any(match in t for t in texts)
+    if not hit:
+        return message
+    if repl is None:
+        return None
+    blocks = [
+        TextBlock(text=repl if callable(match) else b.text.replace(match, repl))
+        if isinstance(b, TextBlock)
+        else b
+        for b in message.blocks
+    ]
+    return message.model_copy(update={"blocks": blocks})
+
+
+async def erase_from_blocks(
+    memory: Any, match: str | Callable[[ChatMessage], bool], *, redact_with: str | None = None
+) -> int:
+    """:meth:`StrategyMemoryBlock.erase` in every ctxmgmt block of a ``Memory``, for its session.
+
+    Returns the number of messages erased or redacted, summed over the blocks. ``Memory``'s own
+    queue is not touched: ``reset()`` / ``set()`` it beside this.
+    """
+    total = 0
+    for block in getattr(memory, "memory_blocks", ()):
+        if isinstance(block, StrategyMemoryBlock):
+            total += await block.aerase(match, session_id=memory.session_id, redact_with=redact_with)
+    return total

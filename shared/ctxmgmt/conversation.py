@@ -121,19 +121,23 @@ class Conversation(Generic[T]):
         self.state = StoredState(key, strategy, store)
         self.last_context: Context | None = None
 
-    def index(self, originals: Sequence[T], *, progress: Progress | None = None) -> None:
+    def index(
+        self, originals: Sequence[T], *, progress: Progress | None = None, flushed: bool = False
+    ) -> None:
         """Derive state for the completed turns of ``originals`` (the whole raw history).
 
         Only the messages after the last call's are converted: the content check of the earlier
         ones waits for the next :meth:`select`, which always checks (so an edit made in between
-        is found before it can matter).
+        is found before it can matter). A history that does not extend the last one (a message
+        deleted or replaced) is compared whole, and the derived state rewinds to the change.
+        ``flushed=True``: every turn is complete (a block's flushed messages).
 
         Raises:
             InvalidMessageError: a new message cannot be converted (nothing is indexed then).
         """
         with self.lock:
-            past, _ = split_current(self.history.update(originals, check=False).turns)
-            self._catch_up(past, progress)
+            turns = self.history.update(originals, check=False).turns
+            self._catch_up(list(turns) if flushed else split_current(turns)[0], progress)
 
     def select(
         self,

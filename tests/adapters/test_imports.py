@@ -43,6 +43,7 @@ LLAMAINDEX = sorted(
         "TopicThreadBlock",
         "StrategyMemory",
         "StrategyMemoryBlock",
+        "erase_from_blocks",
         "flush_early",
     ]
 )

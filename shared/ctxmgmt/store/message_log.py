@@ -36,18 +36,32 @@ class MessageLog:
 
     def append(self, messages: Sequence[Any]) -> None:
         """Append JSON-serialisable messages (retried on a concurrent append)."""
+        self._write(messages, replace=False)
+
+    def replace(self, messages: Sequence[Any]) -> None:
+        """Replace every message by ``messages`` (an erasure: the old entries are deleted first)."""
+        self._write(messages, replace=True)
+
+    def _write(self, messages: Sequence[Any], *, replace: bool) -> None:
         for _ in range(RETRIES):
             stored = self.store.load(self.key)
             start, version = (0, 0) if stored is None else (len(stored.chains), stored.version)
-            entries = [
-                TurnEntry(
-                    start + i, hashlib.sha1(repr(m).encode("utf-8")).hexdigest(), {f"m[{start + i}]": m}
-                )
-                for i, m in enumerate(messages)
-            ]
             try:
-                self.store.append(self.key, entries, expected_version=version, strategy="messages", config={})
+                if replace and stored is not None:
+                    version = self.store.truncate(self.key, 0, expected_version=version)
+                    start = 0
+                entries = [
+                    TurnEntry(start + i, _digest(m), {f"m[{start + i}]": m}) for i, m in enumerate(messages)
+                ]
+                if entries:
+                    self.store.append(
+                        self.key, entries, expected_version=version, strategy="messages", config={}
+                    )
                 return
             except StaleStateError:
                 continue
-        raise StoreError(f"could not append to {self.key!r} after {RETRIES} conflicts")
+        raise StoreError(f"could not write {self.key!r} after {RETRIES} conflicts")
+
+
+def _digest(message: Any) -> str:
+    return hashlib.sha1(repr(message).encode("utf-8")).hexdigest()

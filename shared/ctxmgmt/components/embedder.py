@@ -557,14 +557,33 @@ def default_embedder() -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder()
 
 
+ENCODER_NAMES = ("minilm", "static")
+"""The names :func:`as_embedder` accepts for the shipped encoders."""
+
+
+def _named_embedder(name: str) -> Embedder:
+    if name == "minilm":
+        return default_embedder()
+    if name == "static":
+        from ctxmgmt.components.static_embedder import static_embedder
+
+        return static_embedder()
+    raise ConfigurationError(f"embedder name must be one of {', '.join(ENCODER_NAMES)}; got {name!r}")
+
+
 def as_embedder(obj: Any) -> Embedder:
     """Turn what users pass as ``embedder`` into an Embedder.
 
     Accepts an Embedder, a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``, a
-    ``list[str] -> vectors`` callable, or None (the bundled default).
+    ``list[str] -> vectors`` callable, None (the bundled default), or a name:
+    ``"minilm"`` (the bundled default) or ``"static"`` (the shipped static encoder,
+    :class:`~ctxmgmt.components.static_embedder.StaticEmbedder`: no torch, about 100 times
+    faster, lower ranking quality; ``docs/encoders.md``).
     """
     if obj is None:
         return default_embedder()
+    if isinstance(obj, str):
+        return _named_embedder(obj)
     if isinstance(obj, Embedder):
         return obj
     if hasattr(obj, "embed_documents") and hasattr(obj, "embed_query"):

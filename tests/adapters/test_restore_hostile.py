@@ -1,4 +1,4 @@
-"""``from_dict`` / ``from_string`` take parameters and history only, and every malformed input is a ConfigurationError."""
+"""``from_dict`` and ``from_string`` take parameters and history only; bad input is a ConfigurationError."""
 
 from __future__ import annotations
 

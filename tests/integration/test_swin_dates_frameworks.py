@@ -99,7 +99,7 @@ def test_undated_messages_are_anchored_to_when_the_memory_first_saw_them(tmp_pat
     for user, answer in FILLER[:4]:
         history += [HumanMessage(user), AIMessage(answer)]
     history.append(HumanMessage("When did I adopt Biscuit?"))
-    yesterday = format_date(dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1))
+    yesterday = format_date(dt.datetime.now(dt.UTC).date() - dt.timedelta(days=1))
 
     first = SWinSummarySelector(window=2, overlap=0, store=store)
     first.invoke(history, {"configurable": {"thread_id": "dog"}})
@@ -110,7 +110,7 @@ def test_undated_messages_are_anchored_to_when_the_memory_first_saw_them(tmp_pat
 
     import ctxmgmt.conversation
 
-    later = dt.datetime(2031, 1, 1, tzinfo=dt.timezone.utc)  # the restart happens much later
+    later = dt.datetime(2031, 1, 1, tzinfo=dt.UTC)  # the restart happens much later
     monkeypatch.setattr(ctxmgmt.conversation, "_utc_now", lambda: later)
     restarted = SWinSummarySelector(window=2, overlap=0, store=store)
     restarted.invoke(history, {"configurable": {"thread_id": "dog"}})

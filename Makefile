@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 DATA ?= ../shared/data/locomo_dev.json
-SRC := shared langchain_ctxmgmt llamaindex_ctxmgmt tests examples benchmarks
+SRC := shared langchain_ctxmgmt llamaindex_ctxmgmt tests examples benchmarks tools
 
 .PHONY: demo test bench lint clean
 

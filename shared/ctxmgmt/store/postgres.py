@@ -7,7 +7,6 @@ psycopg is imported when a :class:`PostgresStore` is created, never by ``import 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -25,6 +24,7 @@ from ctxmgmt.store.sql import (
     load_plan,
     truncate_plan,
 )
+from ctxmgmt.store.sql import storage_key as sql_storage_key
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -37,7 +37,6 @@ MAX_KEY_BYTES = 1024
 """Longer session keys (and keys PostgreSQL text cannot hold) are stored as a SHA-256 digest:
 a btree index entry is limited to about 2.7 kB, and text may not contain NUL."""
 
-_HASHED = "\x01sha256:"
 
 _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _TABLES_EXIST = (
@@ -61,15 +60,10 @@ def storage_key(key: str) -> str:
 
     The key itself, or ``"\x01sha256:"`` + the hex SHA-256 digest of its UTF-8 bytes for a
     key PostgreSQL cannot index or hold as text (longer than :data:`MAX_KEY_BYTES`, a NUL, a
-    lone surrogate) or that starts with that marker, so the mapping stays one-to-one.
+    lone surrogate) or that starts with that marker, so the mapping stays one-to-one
+    (:func:`ctxmgmt.store.sql.storage_key`).
     """
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = MAX_KEY_BYTES + 1
-    if size <= MAX_KEY_BYTES and "\x00" not in key and not key.startswith(_HASHED):
-        return key
-    return _HASHED + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return sql_storage_key(key, max_bytes=MAX_KEY_BYTES, nul=False)
 
 
 def redact(conninfo: str) -> str:

@@ -62,6 +62,11 @@ KEYS = [
     "L" * 5_000,
     "L" * 5_001,
     "".join(chr(0x4E00 + i % 500) for i in range(3_000)),
+    "u\udc80",  # a lone surrogate: not UTF-8
+    "\udc80",
+    "\ud800" * 600,
+    "kadanedial:classic:u1",  # a key that names its surface
+    "kadanedial:block:u1",
 ]
 
 

@@ -27,5 +27,12 @@ class BudgetExceededError(CtxMgmtError, ValueError):
     """What must be sent (the current turn) does not fit in the token budget."""
 
 
+class CorruptStateError(CtxMgmtError, ValueError):
+    """Saved derived state cannot be used (a vector that is not finite, of another size, ...).
+
+    A session restoring from a store treats it as a corrupt record: it warns and rebuilds.
+    """
+
+
 class ComponentError(CtxMgmtError, RuntimeError):
     """A component backend (embedder, token counter, model weights) failed to load or run."""

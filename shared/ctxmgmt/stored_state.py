@@ -100,7 +100,14 @@ class StoredState:
             except CorruptRecordError as exc:
                 logger.warning("session %r: stored state unusable (%s); rebuilding", self.key, exc)
                 assert self.store is not None
-                self.store.delete(self.key)
+                try:
+                    self.store.delete(self.key)
+                except StoreError as failed:
+                    logger.warning(
+                        "state store failed for session %r (%s); working without it", self.key, failed
+                    )
+                    self._sync_without_store(past, chains)
+                    return
                 self._unload()
             except StoreError as exc:
                 logger.warning(
@@ -116,9 +123,14 @@ class StoredState:
         self._sync(past, chains)
 
     def _sync_without_store(self, past: Sequence[Turn], chains: list[str]) -> None:
-        """Rebuild in process for this call; the next call loads from the store again."""
+        """Bring the state up to date in process for this call; the next call loads from the store again.
+
+        The strategy keeps what it holds (it always matches :attr:`chains`, whichever store
+        call failed), so during an outage each call adds only its new turns; when the store
+        answers again, the next call restores the stored prefix and writes the turns it misses.
+        """
         store, self.store = self.store, None
-        self._unload()
+        self._loaded = True
         try:
             self._sync(past, chains)
         finally:

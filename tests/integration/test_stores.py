@@ -26,6 +26,7 @@ import pytest
 
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.store import (
+    CircuitStore,
     InMemoryStore,
     SQLiteStore,
     StaleStateError,
@@ -61,7 +62,18 @@ KEYS = [
     "L" * 5_000,
     "L" * 5_001,
     "".join(chr(0x4E00 + i % 500) for i in range(3_000)),
+    "u\udc80",  # a lone surrogate: not UTF-8
+    "\udc80",
+    "\ud800" * 600,
+    "kadanedial:classic:u1",  # a key that names its surface
+    "kadanedial:block:u1",
 ]
+
+
+def inner(store: Any) -> Any:
+    """The store ``open_store`` wrapped in its circuit."""
+    assert isinstance(store, CircuitStore), store
+    return store.inner
 
 
 def entry(turn: int, chain: str | None = None, **records: Any) -> TurnEntry:
@@ -668,7 +680,7 @@ class TestPostgresStore(StoreContract, SQLRowsContract, CrossProcessContract):
         host = postgres_dsn.split("host=")[1].split()[0]
         for scheme in ("postgresql", "postgres", "postgresql+psycopg"):
             store = open_store(f"{scheme}://postgres@/ctxmgmt?host={host}")
-            assert type(store).__name__ == "PostgresStore"
+            assert isinstance(store, CircuitStore) and type(store.inner).__name__ == "PostgresStore"
             store.close()
 
     def test_long_and_nul_keys_are_stored_as_digests(self, store: Any) -> None:
@@ -726,9 +738,9 @@ class TestLangGraphStateStore(StoreContract):
 
         from langchain_ctxmgmt._store import LangGraphStateStore, as_state_store
 
-        assert isinstance(as_state_store(LangGraphMemory()), LangGraphStateStore)
+        assert isinstance(inner(as_state_store(LangGraphMemory())), LangGraphStateStore)
         assert isinstance(as_state_store(None), InMemoryStore)
-        assert isinstance(as_state_store(f"sqlite:///{tmp_path / 'x.db'}"), SQLiteStore)
+        assert isinstance(inner(as_state_store(f"sqlite:///{tmp_path / 'x.db'}")), SQLiteStore)
         with pytest.raises(ConfigurationError):
             as_state_store("redis://nope")
 
@@ -763,7 +775,7 @@ class TestKVStateStore(StoreContract):
 
         from llamaindex_ctxmgmt._store import KVStateStore, as_state_store
 
-        assert isinstance(as_state_store(SimpleKVStore()), KVStateStore)
+        assert isinstance(inner(as_state_store(SimpleKVStore())), KVStateStore)
         memory = InMemoryStore()
         assert as_state_store(memory) is memory
         with pytest.raises(ConfigurationError):
@@ -776,18 +788,22 @@ def test_open_store_forms(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Non
     assert isinstance(open_store(None), InMemoryStore)
     assert isinstance(open_store("memory://"), InMemoryStore)
     relative = open_store("sqlite:///sub.db")
-    assert isinstance(relative, SQLiteStore) and relative.path == "sub.db"
+    assert isinstance(inner(relative), SQLiteStore) and inner(relative).path == "sub.db"
     append(relative, "s", [entry(0, a=1)], 0)
     assert (tmp_path / "sub.db").exists()
     relative.close()
     absolute = open_store(f"sqlite:///{tmp_path / 'abs.db'}")
-    assert isinstance(absolute, SQLiteStore) and absolute.path == str(tmp_path / "abs.db")
+    assert isinstance(inner(absolute), SQLiteStore) and inner(absolute).path == str(tmp_path / "abs.db")
     absolute.close()
     assert (tmp_path / "abs.db").exists()
     memory = open_store("sqlite:///:memory:")
-    assert isinstance(memory, SQLiteStore) and memory.path == ":memory:"
+    assert isinstance(inner(memory), SQLiteStore) and inner(memory).path == ":memory:"
     store = InMemoryStore()
     assert open_store(store) is store
+    circuit = CircuitStore(SQLiteStore(":memory:"))
+    assert open_store(circuit) is circuit
+    wrapped = open_store(circuit.inner)  # any other store object gets a circuit
+    assert isinstance(wrapped, CircuitStore) and wrapped.inner is circuit.inner
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ctxmgmt.components._coerce import component_name
-from ctxmgmt.exceptions import ComponentError, ConfigurationError, CtxMgmtError
+from ctxmgmt.exceptions import ComponentError, ConfigurationError, CorruptStateError, CtxMgmtError
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +101,57 @@ def checked_vectors(vectors: Any, count: int, *, embedder: Any, dim: int | None 
             f"{where} returned NaN or infinite values (in float32) for {bad} of {count} text(s)"
         )
     return normalise(array)
+
+
+UNIT_TOLERANCE = 1e-3
+"""How far from 1 the L2 norm of a restored vector may be (float32 rounding is ~1e-7)."""
+
+
+def restored_vectors(
+    values: Any, count: int, *, dim: int | None = None, what: str = "vectors"
+) -> list[np.ndarray]:
+    """Saved vectors, checked as new embeddings are before anything uses them.
+
+    The checks of :func:`checked_vectors` plus what it guarantees of its output: ``count``
+    one-dimensional numeric vectors of one dimension (``dim`` if given: that of the vectors
+    already in use), finite, each of unit L2 norm or all zero (within :data:`UNIT_TOLERANCE`).
+    Nothing is rescaled, so a restored state selects exactly as the state that was saved.
+
+    Args:
+        values: The saved vectors (arrays or lists of numbers).
+        count: How many there must be (one per restored turn, node, ...).
+        dim: The dimension they must have; None: that of the first one.
+        what: How messages name them.
+
+    Returns:
+        The vectors as float32 arrays.
+
+    Raises:
+        CorruptStateError: any check fails (the caller's state is then rebuilt).
+    """
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise CorruptStateError(f"saved {what} are not a list")
+    if len(values) != count:
+        raise CorruptStateError(f"{len(values)} saved {what} for {count}")
+    out: list[np.ndarray] = []
+    for i, value in enumerate(values):
+        try:
+            vector = np.asarray(value, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CorruptStateError(f"saved {what} [{i}] is not numeric: {exc}") from None
+        if vector.ndim != 1 or vector.shape[0] < 1:
+            raise CorruptStateError(f"saved {what} [{i}] has shape {vector.shape}, not (dim,)")
+        if dim is None:
+            dim = int(vector.shape[0])
+        if vector.shape[0] != dim:
+            raise CorruptStateError(f"saved {what} [{i}] has {vector.shape[0]} dimensions, not {dim}")
+        if not np.isfinite(vector).all():
+            raise CorruptStateError(f"saved {what} [{i}] holds NaN or infinite values")
+        norm = float(np.linalg.norm(vector.astype(np.float64)))
+        if norm != 0.0 and abs(norm - 1.0) > UNIT_TOLERANCE:
+            raise CorruptStateError(f"saved {what} [{i}] has norm {norm:.4g}; embeddings have norm 1")
+        out.append(vector)
+    return out
 
 
 def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:

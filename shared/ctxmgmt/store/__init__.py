@@ -1,6 +1,8 @@
 """Where sessions' derived state lives: in process, SQLite, PostgreSQL, or a framework's store.
 
-One line of configuration picks the backend (:func:`open_store`)::
+One line of configuration picks the backend (:func:`open_store`); every real backend is
+wrapped in a :class:`CircuitStore`, so an outage costs one failed call (the others skip the
+store at once and work in process) and a memory starts while its PostgreSQL server is down::
 
     open_store(None)                          # in process (the default)
     open_store("sqlite:///memories.db")       # one file, several processes on one host
@@ -25,6 +27,7 @@ from ctxmgmt.store.base import (
     StoreError,
     TurnEntry,
 )
+from ctxmgmt.store.circuit import CircuitStore, StoreUnavailableError
 from ctxmgmt.store.memory import InMemoryStore
 from ctxmgmt.store.sqlite import SQLiteStore
 
@@ -33,12 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncStateStore",
+    "CircuitStore",
     "InMemoryStore",
     "PostgresStore",
     "SQLiteStore",
     "StaleStateError",
     "StateStore",
     "StoreError",
+    "StoreUnavailableError",
     "StoredSession",
     "TurnEntry",
     "open_store",
@@ -80,13 +85,18 @@ def open_store(
             ``"postgresql://..."`` or ``"postgres://..."`` (also ``"postgresql+psycopg://..."``):
             a :class:`PostgresStore` on that DSN; so is a libpq keyword conninfo
             (``"host=/run/postgresql dbname=app user=app"``).
-            A :class:`StateStore` object is returned as is.
+            A :class:`StateStore` object is wrapped too (an :class:`InMemoryStore` or a
+            :class:`CircuitStore` is returned as is).
+            Every store but the in-process one comes back in a :class:`CircuitStore`; a
+            PostgreSQL server that is down when the store is opened is connected in the
+            background (the store starts unavailable instead of raising).
         wrappers: Framework store classes and the StateStore that wraps each (the adapters
             pass theirs: a LangGraph ``BaseStore``, a LlamaIndex ``BaseKVStore``).
 
     Raises:
         ConfigurationError: ``spec`` is none of these, or psycopg is missing for a DSN.
-        StoreError: the database cannot be opened.
+        StoreError: the SQLite file cannot be opened (a PostgreSQL server that cannot be
+            reached is retried in the background instead).
 
     Example:
         >>> open_store("sqlite:///:memory:").load("nobody") is None
@@ -96,7 +106,7 @@ def open_store(
         return InMemoryStore()
     for kind, wrap in (wrappers or {}).items():
         if isinstance(spec, kind):
-            return wrap(spec)
+            return CircuitStore(wrap(spec))
     if isinstance(spec, str):
         text = spec.strip()
         scheme, sep, rest = text.partition("://")
@@ -105,21 +115,27 @@ def open_store(
             return InMemoryStore()
         if sep and scheme == "sqlite":
             if rest == "":
-                return SQLiteStore(":memory:")
+                return CircuitStore(SQLiteStore(":memory:"))
             if rest.startswith("/") and rest != "/":
-                return SQLiteStore(rest[1:])
+                return CircuitStore(SQLiteStore(rest[1:]))
         if sep and scheme.split("+", 1)[0] in ("postgresql", "postgres"):
-            from ctxmgmt.store.postgres import PostgresStore
-
-            return PostgresStore("postgresql://" + rest)
+            return _postgres("postgresql://" + rest)
         if not sep and _KEYWORD_CONNINFO.match(text):  # libpq keyword form: "host=/tmp dbname=app"
-            from ctxmgmt.store.postgres import PostgresStore
-
-            return PostgresStore(text)
+            return _postgres(text)
         raise ConfigurationError(f"unknown store {_shorten(spec)!r}; use {ACCEPTED}")
-    if isinstance(spec, StateStore):
+    if isinstance(spec, InMemoryStore | CircuitStore):
         return spec
+    if isinstance(spec, StateStore):
+        return CircuitStore(spec)
     raise ConfigurationError(f"unknown store {type(spec).__name__} object; use {ACCEPTED}")
+
+
+def _postgres(conninfo: str) -> StateStore:
+    """A :class:`PostgresStore` on ``conninfo`` behind a circuit; created later if the server is down."""
+    from ctxmgmt.store.postgres import PostgresStore, _psycopg
+
+    _psycopg()  # a missing driver is a ConfigurationError now, not a retry forever
+    return CircuitStore(factory=lambda: PostgresStore(conninfo))
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -82,13 +82,48 @@ class StoredSession:
     records: dict[str, Value]
 
 
+def checked_header(
+    strategy: Any, config: Any, schema: Any, version: Any
+) -> tuple[str, dict[str, Any], int, int]:
+    """A stored session header as ``(strategy, config, schema, version)``, its types checked.
+
+    ``config`` may be the stored JSON text (the SQL stores) or the decoded mapping.
+
+    Raises:
+        CorruptRecordError: a field has the wrong type, the config is not a JSON object, or
+            schema/version are not integers.
+    """
+    try:
+        if isinstance(config, bytes | bytearray | memoryview):
+            config = bytes(config).decode("utf-8")
+        if isinstance(config, str):
+            config = json.loads(config)
+        if not isinstance(strategy, str) or not isinstance(config, Mapping):
+            raise TypeError("strategy is not text or config is not a JSON object")
+        numbers = []
+        for value in (schema, version):
+            if isinstance(value, bool) or not isinstance(value, int | str | float):
+                raise TypeError(f"{value!r:.40} is not an integer")
+            number = int(value)
+            if number != value and str(number) != str(value).strip():
+                raise ValueError(f"{value!r:.40} is not an integer")
+            numbers.append(number)
+    except (TypeError, ValueError, OverflowError, RecursionError, UnicodeDecodeError) as exc:
+        raise CorruptRecordError(f"corrupt session header: {type(exc).__name__}: {str(exc):.200}") from None
+    return strategy, dict(config), numbers[0], numbers[1]
+
+
 def encode(value: Value) -> tuple[str, bytes]:
     """A record value as ``(kind, bytes)``: ``"f32"`` vectors, ``"json"`` data, ``"del"``."""
     if value is None:
         return "del", b""
     if isinstance(value, np.ndarray):
         return "f32", np.ascontiguousarray(value, dtype="<f4").tobytes()
-    return "json", json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return "json", text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON's \uXXXX escape keeps it, in ASCII
+        return "json", json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def decode(kind: str, data: bytes | memoryview) -> Value:
@@ -97,7 +132,7 @@ def decode(kind: str, data: bytes | memoryview) -> Value:
     Raises:
         CorruptRecordError: unknown kind or undecodable data.
     """
-    raw = bytes(data)
+    raw = _raw(data)
     try:
         if kind == "f32":
             return np.frombuffer(raw, dtype="<f4").astype(np.float32)
@@ -105,9 +140,9 @@ def decode(kind: str, data: bytes | memoryview) -> Value:
             return json.loads(raw.decode("utf-8"))
         if kind == "del":
             return None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CorruptRecordError(f"corrupt {kind} record: {exc}") from exc
-    raise CorruptRecordError(f"unknown record kind {kind!r}")
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise CorruptRecordError(f"corrupt {kind} record: {type(exc).__name__}: {str(exc):.200}") from None
+    raise CorruptRecordError(f"unknown record kind {str(kind)[:40]!r}")
 
 
 def fold(rows: Iterable[tuple[str, str, bytes | memoryview]]) -> dict[str, Value]:
@@ -121,17 +156,26 @@ def fold(rows: Iterable[tuple[str, str, bytes | memoryview]]) -> dict[str, Value
     """
     latest: dict[str, tuple[str, bytes | memoryview]] = {}
     for key, kind, data in rows:
+        if not isinstance(key, str):
+            raise CorruptRecordError(f"corrupt record name {key!r:.80}")
         latest[key] = (kind, data)
     records: dict[str, Value] = {}
     texts: dict[str, bytes] = {}
     for key, (kind, data) in latest.items():
         if kind == "json":
             records[key] = None  # keeps the key's place; filled below
-            texts[key] = bytes(data)
+            texts[key] = _raw(data)
         elif kind != "del":
             records[key] = decode(kind, data)
     records.update(_decode_json(texts))
     return records
+
+
+def _raw(data: Any) -> bytes:
+    """A stored record's bytes; anything else (a database may hand back text or a number) is corrupt."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise CorruptRecordError(f"corrupt record data of type {type(data).__name__}")
 
 
 _CLOSING = {ord("{"): ord("}"), ord("["): ord("]"), ord('"'): ord('"')}
@@ -149,7 +193,7 @@ def _decode_json(texts: Mapping[str, bytes]) -> dict[str, Value]:
     if all(_one_value(text) for text in texts.values()):
         try:
             values = json.loads(b"[" + b",".join(texts.values()) + b"]")
-        except ValueError:
+        except (ValueError, RecursionError):
             values = None
         if isinstance(values, list) and len(values) == len(texts):
             return dict(zip(texts, values, strict=True))

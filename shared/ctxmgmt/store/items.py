@@ -43,12 +43,15 @@ from ctxmgmt.store.base import (
     StoredSession,
     StoreError,
     TurnEntry,
+    checked_header,
     encode,
     fold,
 )
 
 META = "meta"
 TURN_PREFIX = "turn:"
+MAX_TURNS = 100_000_000
+"""A stored turn count above this is a corrupt header (a load would list that many items)."""
 MAX_SPACE_CHARS = 120
 """Longer escaped keys become ``h_`` + SHA-256 hex (namespace/collection names are indexed)."""
 
@@ -164,14 +167,15 @@ class ItemStateStore(AsyncStateStore):
         (meta,) = self._get_items(space, [META])
         if meta is None:
             return None
-        try:
-            if not isinstance(meta["strategy"], str) or not isinstance(meta["config"], Mapping):
-                raise TypeError("strategy/config")
-            for field in ("schema", "version", "turns"):
-                int(meta[field])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptRecordError(f"corrupt session header in {space!r}: {exc}") from exc
-        return meta
+        if not isinstance(meta, Mapping):
+            raise CorruptRecordError(f"corrupt session header in {space!r}: not an object")
+        strategy, config, schema, version = checked_header(
+            meta.get("strategy"), meta.get("config"), meta.get("schema"), meta.get("version")
+        )
+        turns = meta.get("turns")
+        if isinstance(turns, bool) or not isinstance(turns, int) or not 0 <= turns <= MAX_TURNS:
+            raise CorruptRecordError(f"corrupt session header in {space!r}: turns {turns!r:.40}")
+        return {"strategy": strategy, "config": config, "schema": schema, "version": version, "turns": turns}
 
     def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """The session folded over its first ``turns`` turns; None if absent."""
@@ -188,11 +192,13 @@ class ItemStateStore(AsyncStateStore):
         for i, item in enumerate(items):
             if item is None:
                 raise StoreError(f"session {key!r}: turn {i} of {stored} is missing (concurrent writer?)")
-            records = item.get("records")
-            if not isinstance(item.get("chain"), str) or not isinstance(records, Mapping):
+            if not isinstance(item, Mapping):
                 raise CorruptRecordError(f"session {key!r}: corrupt turn {i}")
-            chains.append(item["chain"])
-            rows.extend(record_row(name, records[name]) for name in sorted(records))
+            records, chain = item.get("records"), item.get("chain")
+            if not isinstance(chain, str) or not isinstance(records, Mapping):
+                raise CorruptRecordError(f"session {key!r}: corrupt turn {i}")
+            chains.append(chain)
+            rows.extend(record_row(str(name), records[name]) for name in sorted(records, key=str))
         return StoredSession(
             strategy=meta["strategy"],
             config=dict(meta["config"]),

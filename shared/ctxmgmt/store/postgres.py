@@ -7,7 +7,6 @@ psycopg is imported when a :class:`PostgresStore` is created, never by ``import 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -25,6 +24,7 @@ from ctxmgmt.store.sql import (
     load_plan,
     truncate_plan,
 )
+from ctxmgmt.store.sql import storage_key as sql_storage_key
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -37,7 +37,14 @@ MAX_KEY_BYTES = 1024
 """Longer session keys (and keys PostgreSQL text cannot hold) are stored as a SHA-256 digest:
 a btree index entry is limited to about 2.7 kB, and text may not contain NUL."""
 
-_HASHED = "\x01sha256:"
+
+CONNECT_TIMEOUT = 5
+"""Seconds libpq waits for a new connection (``connect_timeout``) unless the conninfo or
+``connect_kwargs`` set it: a server that does not answer is reported in seconds, not minutes."""
+
+FREE_CONNECTION_WAIT = 0.25
+"""Seconds a call waits for a free pooled connection before checking the server directly: if a
+new connection fails, the call fails at once (the server is down) instead of waiting ``timeout``."""
 
 _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _TABLES_EXIST = (
@@ -61,15 +68,18 @@ def storage_key(key: str) -> str:
 
     The key itself, or ``"\x01sha256:"`` + the hex SHA-256 digest of its UTF-8 bytes for a
     key PostgreSQL cannot index or hold as text (longer than :data:`MAX_KEY_BYTES`, a NUL, a
-    lone surrogate) or that starts with that marker, so the mapping stays one-to-one.
+    lone surrogate) or that starts with that marker, so the mapping stays one-to-one
+    (:func:`ctxmgmt.store.sql.storage_key`).
     """
+    return sql_storage_key(key, max_bytes=MAX_KEY_BYTES, nul=False)
+
+
+def _conninfo_keys(psycopg: Any, conninfo: str) -> set[str]:
+    """The parameters ``conninfo`` sets (none if it does not parse: connecting reports that)."""
     try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = MAX_KEY_BYTES + 1
-    if size <= MAX_KEY_BYTES and "\x00" not in key and not key.startswith(_HASHED):
-        return key
-    return _HASHED + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        return set(psycopg.conninfo.conninfo_to_dict(conninfo))
+    except psycopg.Error:
+        return set()
 
 
 def redact(conninfo: str) -> str:
@@ -104,7 +114,10 @@ class PostgresStore(SQLStore):
             pool is created from its conninfo).
         min_size: Connections each pool keeps open.
         max_size: Most connections each pool opens.
-        timeout: Seconds to wait for a connection before :class:`StoreError`.
+        timeout: Seconds to wait for a free pooled connection before :class:`StoreError`
+            while the server answers (a busy pool); 30. When no pooled connection is free
+            within :data:`FREE_CONNECTION_WAIT` and a direct connection fails, the call fails
+            at once.
         connect_kwargs: Extra ``psycopg.connect`` arguments for the pools this store creates
             (e.g. ``{"prepare_threshold": None}`` behind PgBouncer in transaction mode).
 
@@ -151,6 +164,10 @@ class PostgresStore(SQLStore):
                 "PostgresStore takes a DSN/conninfo string, a psycopg_pool.ConnectionPool or an "
                 f"AsyncConnectionPool, not {type(conninfo).__name__}"
             )
+        if "connect_timeout" not in self._kwargs and "connect_timeout" not in _conninfo_keys(
+            psycopg, self.conninfo
+        ):
+            self._kwargs["connect_timeout"] = CONNECT_TIMEOUT
         if self._pool is None:
             self._pool = self._open_pool()
         self._create_tables()
@@ -176,6 +193,9 @@ class PostgresStore(SQLStore):
         }
 
     def _open_pool(self) -> ConnectionPool:
+        reason = self._probe()  # a server that is down fails here, in about a connection attempt
+        if reason is not None:
+            raise StoreError(reason)
         pool = self._pool_module.ConnectionPool(
             **self._pool_options(self._pool_module.ConnectionPool, "ctxmgmt")
         )
@@ -189,29 +209,67 @@ class PostgresStore(SQLStore):
             raise StoreError(f"cannot connect to PostgreSQL ({redact(self.conninfo)}): {exc}") from exc
         return pool
 
-    def _unreachable(self) -> str:
-        """Why the server cannot be reached: one direct connection attempt gives libpq's reason."""
+    def _probe(self) -> str | None:
+        """None if a direct connection to the server succeeds, else why it failed (libpq's reason)."""
         try:
-            timeout = self._connect_timeout()
-            conn = self._psycopg.connect(self.conninfo, connect_timeout=timeout, **self._kwargs)
+            conn = self._psycopg.connect(self.conninfo, **self._kwargs)
         except self._psycopg.Error as exc:
             return self._unreachable_message(exc)
         conn.close()
-        return self._unreachable_message(None)
+        return None
 
-    async def _aunreachable(self) -> str:
-        """:meth:`_unreachable` without blocking the event loop."""
+    async def _aprobe(self) -> str | None:
+        """:meth:`_probe` without blocking the event loop."""
         try:
-            conn = await self._psycopg.AsyncConnection.connect(
-                self.conninfo, connect_timeout=self._connect_timeout(), **self._kwargs
-            )
+            conn = await self._psycopg.AsyncConnection.connect(self.conninfo, **self._kwargs)
         except self._psycopg.Error as exc:
             return self._unreachable_message(exc)
         await conn.close()
-        return self._unreachable_message(None)
+        return None
 
-    def _connect_timeout(self) -> int:
-        return max(2, int(self.timeout))
+    def ping(self) -> None:
+        """Check the server answers a new connection (not through the pool).
+
+        Raises:
+            StoreError: it does not (libpq's reason).
+        """
+        reason = self._probe()
+        if reason is not None:
+            raise StoreError(reason)
+
+    def reconnect(self) -> None:
+        """Replace the connection pools after an outage, so no call waits for their reconnection backoff.
+
+        A pool this store opened is replaced by a new one (opened now, the server answering);
+        a pool passed in is asked to check its connections. Async pools are reopened on
+        their next use. :class:`~ctxmgmt.store.circuit.CircuitStore` calls this when the
+        server answers again.
+
+        Raises:
+            StoreError: the server does not answer.
+        """
+        if self._closed:
+            return
+        with self._apools_lock:
+            apools, self._apools = self._apools, {}
+        for loop, apool in apools.items():
+            if not loop.is_closed() and loop.is_running():
+                asyncio.run_coroutine_threadsafe(apool.close(), loop)
+        if not self._own_pool:
+            assert self._pool is not None
+            self._pool.check()
+            return
+        old, self._pool = self._pool, self._open_pool()
+        if old is not None:
+            old.close(timeout=1.0)
+
+    def _unreachable(self) -> str:
+        """Why the server cannot be reached: one direct connection attempt gives libpq's reason."""
+        return self._probe() or self._unreachable_message(None)
+
+    async def _aunreachable(self) -> str:
+        """:meth:`_unreachable` without blocking the event loop."""
+        return await self._aprobe() or self._unreachable_message(None)
 
     def _unreachable_message(self, exc: BaseException | None) -> str:
         reason = str(exc).strip() if exc is not None else ""
@@ -241,11 +299,22 @@ class PostgresStore(SQLStore):
     def _transaction(self, *, readonly: bool = False) -> Iterator[Any]:
         if self._closed or self._pool is None:
             raise StoreError("PostgresStore is closed")
+        pool = self._pool
         try:
-            with self._pool.connection(timeout=self.timeout) as conn, conn.cursor(binary=True) as cur:
-                if readonly:
-                    cur.execute(_SNAPSHOT)
-                yield cur
+            try:
+                conn = pool.getconn(timeout=min(self.timeout, FREE_CONNECTION_WAIT))
+            except self._pool_module.PoolTimeout:
+                reason = self._probe()  # none free: a busy pool, or a server that is down?
+                if reason is not None:
+                    raise StoreError(reason) from None
+                conn = pool.getconn(timeout=max(self.timeout - FREE_CONNECTION_WAIT, 0.001))
+            try:
+                with conn, conn.cursor(binary=True) as cur:  # commit, or roll back on error
+                    if readonly:
+                        cur.execute(_SNAPSHOT)
+                    yield cur
+            finally:
+                pool.putconn(conn)
         except Exception as exc:
             if self._is_db_error(exc):
                 raise self._translate(exc) from exc
@@ -255,10 +324,20 @@ class PostgresStore(SQLStore):
     async def _atransaction(self, *, readonly: bool = False) -> AsyncIterator[Any]:
         try:
             pool = await self._async_pool()
-            async with pool.connection(timeout=self.timeout) as conn, conn.cursor(binary=True) as cur:
-                if readonly:
-                    await cur.execute(_SNAPSHOT)
-                yield cur
+            try:
+                conn = await pool.getconn(timeout=min(self.timeout, FREE_CONNECTION_WAIT))
+            except self._pool_module.PoolTimeout:
+                reason = await self._aprobe()  # none free: a busy pool, or a server that is down?
+                if reason is not None:
+                    raise StoreError(reason) from None
+                conn = await pool.getconn(timeout=max(self.timeout - FREE_CONNECTION_WAIT, 0.001))
+            try:
+                async with conn, conn.cursor(binary=True) as cur:  # commit, or roll back on error
+                    if readonly:
+                        await cur.execute(_SNAPSHOT)
+                    yield cur
+            finally:
+                await pool.putconn(conn)
         except Exception as exc:
             if not self._is_db_error(exc):
                 raise

@@ -17,6 +17,7 @@ async paths run the same statements in the same order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from abc import abstractmethod
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -27,9 +28,11 @@ from typing import Any, Literal, TypeVar
 from ctxmgmt.store.base import (
     SCHEMA_VERSION,
     AsyncStateStore,
+    CorruptRecordError,
     StaleStateError,
     StoredSession,
     TurnEntry,
+    checked_header,
     encode,
     fold,
 )
@@ -74,6 +77,35 @@ DELETE_SESSION = tuple(
     f"DELETE FROM {table} WHERE key = ?"  # noqa: S608 - fixed table names
     for table in ("ctxmgmt_records", "ctxmgmt_turns", "ctxmgmt_sessions")
 )
+
+HASHED = "\x01sha256:"
+"""Marks a stored key that is the digest of the session key (:func:`storage_key`)."""
+
+
+def storage_key(key: str, *, max_bytes: int | None = None, nul: bool = True) -> str:
+    r"""The value stored in the ``key`` columns for session key ``key``; any string has one.
+
+    The key itself, or :data:`HASHED` (``"\x01sha256:"``) + the hex SHA-256 digest of its
+    UTF-8 bytes (lone surrogates kept as they are, ``surrogatepass``) for a key the database
+    cannot hold as text: one with a lone surrogate (not UTF-8), longer than ``max_bytes``
+    (None: no limit), or holding a NUL when ``nul`` is False. A key that itself starts with
+    the marker is hashed too, so the mapping stays one-to-one.
+
+    Example:
+        >>> storage_key("kadanedial:classic:u1")
+        'kadanedial:classic:u1'
+        >>> storage_key("u\udc80")[:8] == HASHED
+        True
+    """
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = -1
+    if size >= 0 and (max_bytes is None or size <= max_bytes) and (nul or "\x00" not in key):
+        if not key.startswith(HASHED):
+            return key
+    return HASHED + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
 
 ALL_TURNS = 2**62
 """``turn < ALL_TURNS`` selects every turn."""
@@ -154,20 +186,27 @@ def load_plan(key: str, turns: int | None) -> Plan[StoredSession | None]:
         return None
     chain_rows = yield Step(SELECT_CHAINS, (key, limit), "all")
     rows = yield Step(SELECT_RECORDS, (key, limit, key), "all")
-    strategy, config, schema, version = header
+    strategy, config, schema, version = checked_header(*header)
+    chains = [row[0] for row in chain_rows]
+    if not all(isinstance(chain, str) for chain in chains):
+        raise CorruptRecordError("corrupt turn chain hash (not text)")
+    try:
+        ordered = sorted(rows, key=_first_written)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecordError(f"corrupt record row: {exc}") from None
     return StoredSession(
         strategy=strategy,
-        config=json.loads(config),
-        schema=int(schema),
-        version=int(version),
-        chains=[row[0] for row in chain_rows],
-        records=fold((name, kind, data) for name, kind, data, _ in sorted(rows, key=_first_written)),
+        config=config,
+        schema=schema,
+        version=version,
+        chains=chains,
+        records=fold((name, kind, data) for name, kind, data, _ in ordered),
     )
 
 
 def _first_written(row: Sequence[Any]) -> tuple[int, str]:
     """Sort key of a loaded record row: the turn it was first written, then its name."""
-    return int(row[3]), row[0]
+    return int(row[3]), str(row[0])
 
 
 def append_plan(
@@ -224,7 +263,10 @@ def delete_plan(key: str) -> Plan[None]:
 def _check_version(key: str, expected: int, label: str) -> Plan[int]:
     """The stored turn count, after checking the stored version is ``expected``."""
     row = yield Step(SELECT_VERSION, (key,), "one")
-    version, turns = (0, 0) if row is None else (int(row[0]), int(row[1]))
+    try:
+        version, turns = (0, 0) if row is None else (int(row[0]), int(row[1]))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CorruptRecordError(f"session {label!r}: corrupt version or turn count: {exc}") from None
     if version != expected:
         raise StaleStateError(f"session {label!r} is at version {version}, not {expected}")
     return turns
@@ -256,8 +298,8 @@ class SQLStore(AsyncStateStore):
         """
 
     def _storage_key(self, key: str) -> str:
-        """The value of the ``key`` columns for session ``key`` (the key itself by default)."""
-        return key
+        """The value of the ``key`` columns for session ``key`` (:func:`storage_key`)."""
+        return storage_key(key)
 
     def _run(self, plan: Plan[T], *, readonly: bool = False) -> T:
         with self._transaction(readonly=readonly) as cur:

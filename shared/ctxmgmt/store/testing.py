@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -29,7 +30,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["PostgresUnavailableError", "postgres_bindir", "throwaway_postgres"]
+__all__ = [
+    "PostgresUnavailableError",
+    "postgres_bindir",
+    "start_postgres",
+    "stop_postgres",
+    "throwaway_postgres",
+]
 
 PREFERRED_VERSION = "15"
 """Server version used when several are installed (then the newest)."""
@@ -142,6 +149,8 @@ def throwaway_postgres(*, fsync: bool = False, max_connections: int = 200) -> It
             "--locale=C",
             "--no-sync",
         )
+        with open(os.path.join(base, _CONTROL), "w", encoding="utf-8") as f:
+            json.dump({"as_user": as_user, "bindir": bindir, "data": data, "log": log, "options": options}, f)
         run(f"{bindir}/pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o", options, "start")
         started = True
         run(f"{bindir}/createdb", "-h", base, "-U", "postgres", DATABASE, user=False)
@@ -155,3 +164,47 @@ def throwaway_postgres(*, fsync: bool = False, max_connections: int = 200) -> It
                 check=False,
             )
         shutil.rmtree(base, ignore_errors=True)
+
+
+_CONTROL = "control.json"
+
+
+def _control(conninfo: str) -> dict[str, object]:
+    """How :func:`throwaway_postgres` started the server ``conninfo`` names."""
+    base = conninfo.split("host=", 1)[1].split()[0]
+    with open(os.path.join(base, _CONTROL), encoding="utf-8") as f:
+        control: dict[str, object] = json.load(f)
+    return control
+
+
+def stop_postgres(conninfo: str, *, mode: str = "fast") -> None:
+    """Stop a :func:`throwaway_postgres` server (its files stay; :func:`start_postgres` restarts it).
+
+    Args:
+        conninfo: What :func:`throwaway_postgres` yielded.
+        mode: ``pg_ctl`` shutdown mode: ``"smart"``, ``"fast"`` (default: clients disconnected)
+            or ``"immediate"`` (like a crash).
+    """
+    c = _control(conninfo)
+    cmd = [*c["as_user"], f"{c['bindir']}/pg_ctl", "-D", str(c["data"]), "-m", mode, "-w", "stop"]  # type: ignore[misc]
+    subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+
+
+def start_postgres(conninfo: str) -> None:
+    """Start a :func:`throwaway_postgres` server again after :func:`stop_postgres`."""
+    c = _control(conninfo)
+    cmd = [
+        *c["as_user"],  # type: ignore[misc]
+        f"{c['bindir']}/pg_ctl",
+        "-D",
+        str(c["data"]),
+        "-l",
+        str(c["log"]),
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        str(c["options"]),
+        "start",
+    ]
+    subprocess.run(cmd, capture_output=True, timeout=90, check=True)

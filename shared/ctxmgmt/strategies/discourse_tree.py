@@ -23,7 +23,14 @@ from ctxmgmt.components.decider import (
     as_decider,
     has_cue,
 )
-from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_documents, embed_query
+from ctxmgmt.components.embedder import (
+    Embedder,
+    as_embedder,
+    dot_rows,
+    embed_documents,
+    embed_query,
+    restored_vectors,
+)
 from ctxmgmt.components.llm_call import meter_calls
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer, specific_terms
 from ctxmgmt.components.tokens import TokenCounter
@@ -1224,15 +1231,20 @@ class DiscourseTreeStrategy(Strategy):
     def _load(self, state: dict[str, Any]) -> None:
         self._parts.clear()
         self._last_similarities = None
-        self._vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
+        # checked before any is cached: a bad one must not set the caches' dimension
+        count, dim = len(self._turns), self._dim()
+        vectors = restored_vectors(state["embeddings"], count, dim=dim, what="embeddings")
+        dim = int(vectors[0].shape[0]) if vectors else dim
+        queries = state.get("query_embeddings", state["embeddings"])
+        query_vectors = restored_vectors(queries, count, dim=dim, what="query embeddings")
+        self._vectors = vectors
         for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector
         self._nodes = [Node(**n) for n in state["nodes"]]
         self._trees = [TopicTree.from_dict(t) for t in state["trees"]]
         self._branches = [Branch.from_dict(b) for b in state["branches"]]
         self._log = [Placement(**d) for d in state["decisions"]]
-        queries = state.get("query_embeddings", state["embeddings"])
-        self._query_vectors = [np.asarray(v, dtype=np.float32) for v in queries]
+        self._query_vectors = query_vectors
         self._query_rows.extend(self._query_vectors)
         self._content_rows.extend(self._vectors)
         self._tree_sums = [

@@ -9,7 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_queries, normalise
+from ctxmgmt.components.embedder import (
+    Embedder,
+    EmbeddingCache,
+    as_embedder,
+    embed_queries,
+    normalise,
+    restored_vectors,
+)
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs
 from ctxmgmt.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
@@ -272,7 +279,10 @@ class KadaneDialStrategy(Strategy):
         return {"embeddings": list(self._vectors)}
 
     def _load(self, state: dict[str, Any]) -> None:
-        vectors = [np.asarray(v, dtype=np.float32) for v in state["embeddings"]]
+        # checked before any is cached: a bad one must not set the cache's dimension
+        vectors = restored_vectors(
+            state["embeddings"], len(self._turns), dim=self._embeddings.dim, what="embeddings"
+        )
         for turn, vector in zip(self._turns, vectors, strict=True):
             self._embeddings.put(turn.fingerprint, vector)
             self._lexical.add(turn.text)

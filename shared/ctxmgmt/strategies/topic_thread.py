@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query
+from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query, restored_vectors
 from ctxmgmt.components.llm_call import meter_calls
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
@@ -28,6 +28,7 @@ from ctxmgmt.components.summarizer import (
 )
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs, span_label
+from ctxmgmt.exceptions import CorruptStateError
 from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
 from ctxmgmt.relevance import fused_relevance
@@ -155,6 +156,23 @@ class TopicThreadConfig(MemoryConfig):
     def paper(cls) -> TopicThreadConfig:
         """C-DIC's retrieval as published: plain cosine, only the retrieved threads."""
         return cls(centre=False, fill=False)
+
+
+def _check_slot(slot: Slot, dim: int | None, turns: int) -> None:
+    """A restored slot's vector sum is finite and of the embeddings' dimension; its turns exist.
+
+    Raises:
+        CorruptStateError: it is not.
+    """
+    try:
+        total = np.asarray(slot.vector_sum, dtype=np.float64)
+        members = [int(t) for t in slot.turns]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CorruptStateError(f"saved slot {slot.id!r:.20} is malformed: {exc}") from None
+    if total.ndim != 1 or (dim is not None and total.shape[0] != dim) or not np.isfinite(total).all():
+        raise CorruptStateError(f"saved slot {slot.id!r:.20}: vector sum {total.shape} or not finite")
+    if not members or any(not 0 <= t < turns for t in members):
+        raise CorruptStateError(f"saved slot {slot.id!r:.20} covers turns outside 0..{turns - 1}")
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -692,15 +710,22 @@ class TopicThreadStrategy(Strategy):
         }
 
     def _load(self, state: dict[str, Any]) -> None:
-        for turn, vector in zip(self._turns, state["embeddings"], strict=True):
-            array = np.asarray(vector, dtype=np.float32)
+        # checked before any is cached: a bad one must not set the cache's dimension
+        vectors = restored_vectors(
+            state["embeddings"], len(self._turns), dim=self._embeddings.dim, what="embeddings"
+        )
+        slots = [Slot(**d) for d in state["slots"]]
+        dim = int(vectors[0].shape[0]) if vectors else self._embeddings.dim
+        for slot in slots:
+            _check_slot(slot, dim, len(self._turns))
+        for turn, array in zip(self._turns, vectors, strict=True):
             self._embeddings.put(turn.fingerprint, array)
             self._vectors.append(array)
             self._total = self._total + array.astype(np.float64)
             self._count += 1
             self._lexical.add(turn.text)
         self._rows.extend(self._vectors)
-        self._slots = [Slot(**d) for d in state["slots"]]
+        self._slots = slots
         self._next_id = int(state["next_id"])
         self._log = CappedLog.restored(LOG_ENTRIES, state.get("log", [])).map(dict)
         self._counts.update(state.get("counts", {}))

@@ -1,0 +1,273 @@
+"""A circuit breaker around a state store: an outage costs one failed call, not every call.
+
+:class:`CircuitStore` passes every call to the store it wraps until one fails for a reason
+that is not the data's (the server is down, the disk is gone: a :class:`StoreError` that is
+neither a lost compare-and-set nor a corrupt record, or any other exception from the
+backend). The circuit then *opens*: every call fails at once with :class:`StoreUnavailableError`
+(a :class:`StoreError`, so a session works in process for that call, see
+:mod:`ctxmgmt.sessions`) while a background thread retries the store with exponential
+backoff (a store's ``ping()`` if it has one, else a load of an unused key; then its
+``reconnect()`` if it has one, as :class:`~ctxmgmt.store.PostgresStore` does to replace pools
+still waiting out their own reconnection backoff). A call made while the circuit is open
+wakes the retrying thread (at most every ``first_retry`` seconds), so a store that is back is
+noticed at the next call, not after the backoff. When a retry succeeds, deletions asked for
+during the outage are replayed and the circuit *closes*: the next call uses the store again,
+and a session that worked without it catches up by writing what the store misses.
+
+A store that cannot even be created (a PostgreSQL server down when the application starts)
+is created by the same background thread: ``CircuitStore(factory=lambda: PostgresStore(dsn))``
+starts open instead of raising, so a memory can start while its store is down.
+
+:func:`ctxmgmt.store.open_store` wraps every store it opens from a URL or DSN, and every
+framework store, in one of these.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError
+from ctxmgmt.store.base import (
+    AsyncStateStore,
+    CorruptRecordError,
+    StaleStateError,
+    StateStore,
+    StoredSession,
+    StoreError,
+    TurnEntry,
+)
+
+logger = logging.getLogger(__name__)
+
+FIRST_RETRY = 0.25
+"""Seconds before the first background retry after a failure."""
+
+MAX_RETRY = 1.0
+"""Longest wait between background retries, in seconds (the delay doubles up to it)."""
+
+PROBE_KEY = "\x00ctxmgmt:circuit-probe"
+"""The session key a retry loads (never written): any answer, even None, means the store is back."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store failed recently and is being retried in the background; the call skipped it."""
+
+
+class CircuitStore(AsyncStateStore):
+    """A :class:`~ctxmgmt.store.base.StateStore` that stops calling a failing store at once.
+
+    Args:
+        inner: The store to wrap.
+        factory: Instead of ``inner``: creates the store. Called once here; if it raises
+            :class:`StoreError`, the circuit starts open and the background thread keeps
+            calling it (with backoff) until it succeeds. Other errors (a
+            :class:`~ctxmgmt.exceptions.ConfigurationError`) are raised here.
+        first_retry: Seconds before the first retry after a failure; :data:`FIRST_RETRY`.
+        max_retry: Longest wait between retries, in seconds; :data:`MAX_RETRY`.
+
+    Raises:
+        ConfigurationError: neither or both of ``inner`` and ``factory``.
+
+    Example:
+        >>> from ctxmgmt.store import SQLiteStore
+        >>> store = CircuitStore(SQLiteStore(":memory:"))
+        >>> store.load("nobody") is None, store.available
+        (None, True)
+    """
+
+    def __init__(
+        self,
+        inner: StateStore | None = None,
+        *,
+        factory: Callable[[], StateStore] | None = None,
+        first_retry: float = FIRST_RETRY,
+        max_retry: float = MAX_RETRY,
+    ) -> None:
+        if (inner is None) == (factory is None):
+            raise ConfigurationError("CircuitStore takes a store or a factory (one of them)")
+        self.first_retry, self.max_retry = float(first_retry), float(max_retry)
+        self._factory = factory
+        self._inner: StateStore | None = inner
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._attempted = 0.0
+        self._retrier: threading.Thread | None = None
+        self._failure: str | None = None
+        self._since = 0.0
+        self._pending_deletes: list[str] = []
+        if inner is None:
+            assert factory is not None
+            try:
+                self._inner = factory()
+            except StoreError as exc:
+                self._trip(exc)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.available else "open"
+        return f"CircuitStore({self._inner!r}, {state})"
+
+    @property
+    def inner(self) -> StateStore | None:
+        """The wrapped store (None while a store made by ``factory`` could not be created yet)."""
+        return self._inner
+
+    @property
+    def available(self) -> bool:
+        """True while calls go to the store (the circuit is closed)."""
+        return self._failure is None and self._inner is not None
+
+    # -- the circuit ---------------------------------------------------------------------------
+    def _trip(self, exc: BaseException) -> None:
+        """Open the circuit (if closed) and start retrying in the background."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            if self._failure is None:
+                self._since = time.monotonic()
+                logger.warning(
+                    "state store %r failed (%s: %s); calls skip it until it answers again",
+                    self._inner,
+                    type(exc).__name__,
+                    exc,
+                )
+            self._failure = f"{type(exc).__name__}: {exc}"
+            if self._retrier is None or not self._retrier.is_alive():
+                self._retrier = threading.Thread(target=self._retry, name="ctxmgmt-store-retry", daemon=True)
+                self._retrier.start()
+
+    def _retry(self) -> None:
+        """Background: call the store with backoff until it answers, then close the circuit."""
+        delay = self.first_retry
+        while True:
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            self._attempted = time.monotonic()
+            try:
+                inner = self._inner
+                if inner is None:
+                    assert self._factory is not None
+                    inner = self._factory()
+                    with self._lock:
+                        if self._stop.is_set():
+                            inner.close()
+                            return
+                        self._inner = inner
+                ping = getattr(inner, "ping", None)
+                if callable(ping):
+                    ping()  # asks the server itself, not a pool waiting out its own backoff
+                else:
+                    inner.load(PROBE_KEY)
+                reconnect = getattr(inner, "reconnect", None)
+                if callable(reconnect):
+                    reconnect()
+                with self._lock:
+                    pending, self._pending_deletes = self._pending_deletes, []
+                for key in pending:
+                    try:
+                        inner.delete(key)
+                    except Exception:
+                        with self._lock:
+                            self._pending_deletes[:0] = pending[pending.index(key) :]
+                        raise
+            except Exception as exc:  # noqa: BLE001 - any failure: try again later
+                logger.debug("state store still unavailable: %s", exc)
+                with self._lock:
+                    self._failure = f"{type(exc).__name__}: {exc}"
+                delay = min(delay * 2, self.max_retry)
+                continue
+            with self._lock:
+                self._failure = None
+                self._retrier = None
+            logger.warning(
+                "state store %r answers again after %.1f s", self._inner, time.monotonic() - self._since
+            )
+            return
+
+    def _store(self) -> StateStore:
+        """The wrapped store, or :class:`StoreUnavailableError` at once while the circuit is open."""
+        inner, failure = self._inner, self._failure
+        if failure is None and inner is not None:
+            return inner
+        if self._stop.is_set():
+            raise StoreError("the state store is closed")
+        now = time.monotonic()
+        if now - self._attempted >= self.first_retry:
+            self._wake.set()  # retry now (in the background): the store may be back
+        waited = now - self._since
+        raise StoreUnavailableError(
+            f"state store unavailable for {waited:.1f} s, retried in the background ({failure})"
+        )
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        inner = self._store()
+        try:
+            return getattr(inner, method)(*args, **kwargs)
+        except (StaleStateError, CorruptRecordError):
+            raise  # the store answered: the data is what is wrong
+        except StoreError as exc:
+            self._trip(exc)
+            raise
+        except CtxMgmtError:
+            raise
+        except Exception as exc:  # a backend's own error (a framework store's driver, an OSError)
+            self._trip(exc)
+            raise StoreError(f"state store failed: {type(exc).__name__}: {exc}") from exc
+
+    # -- StateStore ----------------------------------------------------------------------------
+    def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:
+        """:meth:`StateStore.load` of the wrapped store; fails at once while it is unavailable."""
+        return self._call("load", key, turns=turns)  # type: ignore[no-any-return]
+
+    def append(
+        self,
+        key: str,
+        entries: Sequence[TurnEntry],
+        *,
+        expected_version: int,
+        strategy: str,
+        config: Mapping[str, Any],
+    ) -> int:
+        """:meth:`StateStore.append` of the wrapped store; fails at once while it is unavailable."""
+        return self._call(  # type: ignore[no-any-return]
+            "append", key, entries, expected_version=expected_version, strategy=strategy, config=config
+        )
+
+    def truncate(self, key: str, turns: int, *, expected_version: int) -> int:
+        """:meth:`StateStore.truncate` of the wrapped store; fails at once while it is unavailable."""
+        return self._call("truncate", key, turns, expected_version=expected_version)  # type: ignore[no-any-return]
+
+    def delete(self, key: str) -> None:
+        """Remove the session; while the store is unavailable, it is removed when the store returns.
+
+        Deletions are what erasure relies on, so one asked for during an outage is kept and
+        replayed (before any other call reaches the store again) instead of being dropped.
+        """
+        try:
+            self._call("delete", key)
+        except StoreError as exc:
+            if isinstance(exc, StaleStateError | CorruptRecordError) or self._stop.is_set():
+                raise
+            with self._lock:
+                if key not in self._pending_deletes:
+                    self._pending_deletes.append(key)
+            if self._failure is None:  # the delete itself failed without opening the circuit
+                raise
+            logger.warning("state store unavailable: session %r is deleted when it answers again", key)
+
+    def close(self) -> None:
+        """Stop retrying and close the wrapped store."""
+        self._stop.set()
+        self._wake.set()
+        retrier = self._retrier
+        if retrier is not None and retrier is not threading.current_thread():
+            retrier.join(timeout=5)
+        inner = self._inner
+        if inner is not None:
+            inner.close()

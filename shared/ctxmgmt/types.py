@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ctxmgmt.exceptions import InvalidMessageError
-from ctxmgmt.framing import one_entry
+from ctxmgmt.framing import one_entry, speaker_label
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
@@ -141,10 +141,12 @@ class Message:
     def render(self) -> str:
         """Text of this message as shown to a scorer: ``[timestamp] speaker: text``.
 
+        The speaker is :func:`ctxmgmt.framing.speaker_label` (the name, or the role; a name that
+        reads as another role is shown as ``user named "SYSTEM"``).
         Lines after the first are indented (:func:`ctxmgmt.framing.one_entry`), so a line break
         in the text can never start a speaker line of its own in a transcript.
         """
-        speaker = self.name or self.role
+        speaker = speaker_label(self.name, self.role)  # a name is data: never another role
         stamp = f"[{self.timestamp}] " if self.timestamp else ""
         calls = ""
         if self.tool_calls:

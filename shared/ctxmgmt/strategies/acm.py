@@ -18,6 +18,7 @@ from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_s
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.dates import anchor_dates
+from ctxmgmt.framing import speaker_label
 from ctxmgmt.kadane import THETA, kadane_dial, shape_signal
 from ctxmgmt.lexical import STOPWORDS, BM25Index
 from ctxmgmt.params import MemoryConfig, param
@@ -400,7 +401,7 @@ class ACMStrategy(Strategy):
 
     def _summarize(self, turns: Sequence[Turn], batch: list[int]) -> None:
         text = "\n".join(
-            f"{m.name or m.role}: {' '.join(m.text.split())}"
+            f"{speaker_label(m.name, m.role)}: {' '.join(m.text.split())}"
             for i in batch
             for m in turns[i].messages
             if m.text.strip()

@@ -145,7 +145,10 @@ def test_unknown_blocks_are_carried_as_json_text():
     odd.blocks.append(SimpleNamespace(block_type="hologram"))  # type: ignore[arg-type]
     odd.blocks.append({"type": "json", "json": {"temperature": 24}})  # type: ignore[arg-type]
     converted = to_message(odd)
-    assert converted.text == 'x\n"namespace(block_type=\'hologram\')"\n{"type": "json", "json": {"temperature": 24}}'
+    assert (
+        converted.text
+        == 'x\n"namespace(block_type=\'hologram\')"\n{"type": "json", "json": {"temperature": 24}}'
+    )
     tool = ChatMessage(role="tool", blocks=[])
     tool.blocks.append({"type": "search_result", "title": "Miso"})  # type: ignore[arg-type]
     assert to_message(tool).text == '{"type": "search_result", "title": "Miso"}'

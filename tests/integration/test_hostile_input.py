@@ -52,7 +52,9 @@ def test_tool_returning_unknown_blocks_never_kills_the_thread(name):
         )
         replies.append(AIMessage(f"It is sunny in Lisbon ({k})."))
     model = recording_model(replies)
-    agent = create_agent(model, [weather_blocks], middleware=[MIDDLEWARES[name]()], checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, [weather_blocks], middleware=[MIDDLEWARES[name]()], checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": f"blocks-{name}"}}
     past = [
         HumanMessage("Show me the hologram."),

@@ -13,7 +13,7 @@ from typing import Any
 
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.components.entities import Entity, EntityExtractor, as_entity_extractor
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
 from ctxmgmt.context import Context
@@ -596,6 +596,7 @@ class ACMStrategy(Strategy):
 
         ``budget`` None uses ``token_budget``. See the class docstring for the priorities.
         """
+        query = bound_input(query)  # a huge message is read within the one input bound
         b = self.token_budget if budget is None else max(0, int(budget))
         n = len(self._turns)
         floor = int(self.unmodified_ratio * b)

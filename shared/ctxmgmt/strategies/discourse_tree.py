@@ -24,7 +24,7 @@ from ctxmgmt.components.decider import (
     has_cue,
 )
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_documents, embed_query
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer, specific_terms
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs, span_label
@@ -766,7 +766,7 @@ class DiscourseTreeStrategy(Strategy):
 
     def _on_add(self, turns: list[Turn]) -> None:
         keys = [t.fingerprint for t in turns]
-        queries = [t.query or t.text for t in turns]
+        queries = [bound_input(t.query or t.text) for t in turns]
         missing = list({k: i for i, k in enumerate(keys) if k not in self._content_cache}.values())
         fresh_queries = sorted({q for q in queries if q not in self._query_cache})
         texts = [turns[i].text for i in missing] + fresh_queries
@@ -1006,6 +1006,7 @@ class DiscourseTreeStrategy(Strategy):
         summary sections least similar to the query go first, then recalled turns (least
         relevant first), then the oldest path turns (the newest path turn last of all).
         """
+        query = bound_input(query)  # a huge message is read within the one input bound
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         n = len(self._turns)
         if n == 0:

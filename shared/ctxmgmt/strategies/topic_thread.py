@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -494,8 +494,8 @@ class TopicThreadStrategy(Strategy):
             fits = np.triu((sizes[:, None] + sizes[None, :]) <= self.max_slot_turns, k=1)
             best: tuple[float, int, int] | None = None
             if fits.any():  # the most similar fitting pair, the first (a, b) among ties
-                a, b = np.unravel_index(int(np.argmax(np.where(fits, sims, -np.inf))), sims.shape)
-                best = (float(sims[a, b]), int(a), int(b))
+                row, col = np.unravel_index(int(np.argmax(np.where(fits, sims, -np.inf))), sims.shape)
+                best = (float(sims[row, col]), int(row), int(col))
             if best is not None:
                 sim, a, b = best
                 keep, gone = self._slots[a], self._slots[b]
@@ -555,6 +555,7 @@ class TopicThreadStrategy(Strategy):
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """Retrieved threads' states, their most relevant turns and the newest turns, within ``budget``."""
+        query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if n == 0:

@@ -11,6 +11,12 @@ Three rules, kept here so every component and adapter applies the same ones:
   start a new speaker line. Speaker names are data too (:func:`speaker_label`): a name that
   reads as a role ("SYSTEM") is shown as the name of the message's own speaker. Instructions
   come only from the template.
+- **Combining marks** stay in the text (Hindi, Vietnamese and every script that writes with
+  them must survive readable); they are only ignored where they could hide a tag: a tag-like
+  sequence's name is read without marks, invisible characters, padding or punctuation
+  (:func:`tag_key`), so ``</mem\u0301ory>`` or ``</mem\ufe0fory>`` is defused like
+  ``</memory>``. Look-alike brackets are recognised as brackets (:data:`_LT`, :data:`_GT`)
+  rather than rewritten, so CJK title marks in ordinary text stay as written.
 - **Context**: summaries, entity lists and topic outlines reach the model through
   :func:`memory_message`: a message in the ``memory_role`` (default ``"user"``) whose text
   opens with :data:`MEMORY_LEAD_IN` (a record of earlier conversation, not instructions) and

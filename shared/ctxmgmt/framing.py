@@ -242,7 +242,7 @@ ROLE_WORDS: frozenset[str] = frozenset(
 MAX_NAME_CHARS = 24
 """Longest speaker name shown in a transcript, in characters (longer names are cut)."""
 
-_WORDS = re.compile(r"[^\W\d_]+")
+_WORDS = re.compile(r"[^\W\d]+")  # letters and underscores: "user_profile" is one word, not "user"
 
 
 def speaker_label(name: str | None, role: str) -> str:
@@ -267,7 +267,7 @@ def speaker_label(name: str | None, role: str) -> str:
         return role
     bare = "".join(ch for ch in unicodedata.normalize("NFKD", clean) if not unicodedata.combining(ch))
     words = _WORDS.findall(bare.casefold())
-    first = words[0] if words else ""
+    first = words[0].strip("_") if words else ""
     mixed = any(ch.isascii() for ch in first) and not first.isascii()
     if (first in ROLE_WORDS and first != role) or mixed:
         return f'{role} named "{clean}"'

@@ -18,8 +18,9 @@ Cases:
   three-word sentences.
 - ``discourse_tree_20k`` / ``topic_thread_20k``: 20,000 short messages (10,000 turns) in one call
   through the ``create_agent`` middleware, then 3 ordinary turns.
-- ``acm_agent_1mb``: a ``create_agent`` thread with ``ACMTieredMiddleware``: a ~1 MB user
-  message, then 30 ordinary turns (the huge turn ages into the summary and entity tiers).
+- ``acm_agent_1mb``: a ``create_agent`` thread with ``ACMTieredMiddleware(max_tokens=300)``: a
+  ~1 MB user message, then 30 ordinary turns (the huge turn ages into the summary and entity
+  tiers; its own call is refused with ``BudgetExceededError``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ACM_TURNS = 30
-"""Ordinary turns after the huge message in ``acm_agent_1mb`` (enough for it to reach the entity tier)."""
+"""Ordinary turns after the huge message in ``acm_agent_1mb``."""
+ACM_BUDGET = 300
+"""``max_tokens`` of ``acm_agent_1mb``: small, so the huge turn reaches the entity tier (spaCy) within
+:data:`ACM_TURNS` turns."""
 CASES: dict[str, Callable[[], list[float]]] = {}
 
 
@@ -168,7 +172,10 @@ def acm_agent_1mb() -> list[float]:
 
     from langchain_ctxmgmt import ACMTieredMiddleware
 
-    middleware = ACMTieredMiddleware()
+    from ctxmgmt.components.entities import SpacyEntityExtractor
+
+    SpacyEntityExtractor().extract(["Alice went to Paris."])  # load spaCy before the clock starts
+    middleware = ACMTieredMiddleware(max_tokens=ACM_BUDGET)
     agent = _agent(middleware, ACM_TURNS + 2)
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke({"messages": [HumanMessage("hello, I am Alice from Paris")]}, config)

@@ -170,9 +170,8 @@ def topic_thread_20k() -> list[float]:
 def acm_agent_1mb() -> list[float]:
     from langchain_core.messages import HumanMessage
 
-    from langchain_ctxmgmt import ACMTieredMiddleware
-
     from ctxmgmt.components.entities import SpacyEntityExtractor
+    from langchain_ctxmgmt import ACMTieredMiddleware
 
     SpacyEntityExtractor().extract(["Alice went to Paris."])  # load spaCy before the clock starts
     middleware = ACMTieredMiddleware(max_tokens=ACM_BUDGET)

@@ -21,6 +21,14 @@ Cases:
 - ``acm_agent_1mb``: a ``create_agent`` thread with ``ACMTieredMiddleware(max_tokens=300)``: a
   ~1 MB user message, then 30 ordinary turns (the huge turn ages into the summary and entity
   tiers; its own call is refused with ``BudgetExceededError``).
+
+Measured on 2 shared CPU cores under heavy load (load average 4 to 13 from other jobs; worst
+turn, growth of peak RSS), before (the commit this branch started from, same script) -> after:
+entity_parser 127.7 s -> 0.000 s; embed_5mb 15.5 s / +741 MB -> 1.07 s / +11 MB; spacy_1mb
+192 s / +4,041 MB -> 7.4 s at load 12 (2.6 s for its 24,000 characters measured alone) /
++102 MB; summary_short_sentences 4.2 s -> 1.9 s (load 12); acm_agent_1mb 108.7 s / +3,650 MB ->
+1.5 s / +125 MB; discourse_tree_20k 907 s -> 146 s and topic_thread_20k 615 s -> 78 s (both
+about +600 MB: embedding 20,000 texts in one call dominates and is still over the target).
 """
 
 from __future__ import annotations

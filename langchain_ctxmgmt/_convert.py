@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from ctxmgmt import InvalidMessageError, Message
 from ctxmgmt.conversation import Codec
 from ctxmgmt.timestamps import timestamp_text
+from ctxmgmt.types import block_text
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -85,12 +86,14 @@ def content_parts(message: BaseMessage) -> tuple[str, tuple[str, ...]]:
 
     A string is the text. In a list, strings and ``text`` blocks are joined into the text;
     image / audio / video / file blocks (standard, OpenAI, Anthropic and Gemini spellings) are
-    listed by kind, in order; an AI message's tool-call and reasoning blocks are skipped.
+    listed by kind, in order; an AI message's tool-call and reasoning blocks are skipped. Any
+    other block (a tool's ``json`` or ``search_result`` block, an unknown type, a non-dict, a
+    tool-use block outside an AI message) is carried as its JSON on a line of its own
+    (:func:`ctxmgmt.types.block_text`, bounded), so an unfamiliar block never stops a
+    conversation.
 
     Raises:
-        InvalidMessageError: The content is None or not text/blocks, or holds a block that
-            cannot be classified (unknown type, a non-dict, a tool-use block outside an AI
-            message).
+        InvalidMessageError: The content is None or not text/blocks.
     """
     kind = type(message).__name__
     content = message.content
@@ -101,6 +104,7 @@ def content_parts(message: BaseMessage) -> tuple[str, tuple[str, ...]]:
     if not isinstance(content, list):
         raise InvalidMessageError(f"{kind} content must be a string or a list of blocks, got {content!r}")
     parts: list[str] = []
+    unknown: set[int] = set()
     media: list[str] = []
     for block in content:
         if isinstance(block, str):
@@ -113,13 +117,22 @@ def content_parts(message: BaseMessage) -> tuple[str, tuple[str, ...]]:
         if isinstance(message, AIMessage) and block_type in _AI_SKIPPED_BLOCKS:
             continue
         media_kind = _media_kind(block_type, block) if isinstance(block, dict) else None
-        if media_kind is None:
-            raise InvalidMessageError(
-                f"{kind} holds a {block_type or type(block).__name__!r} content block that ctxmgmt "
-                "cannot classify; expected text, image, audio, video or file blocks"
-            )
+        if media_kind is None:  # unknown: its JSON, on a line of its own
+            parts.append(block_text(block))
+            unknown.add(len(parts) - 1)
+            continue
         media.append(media_kind)
-    return "".join(parts), tuple(media)
+    return _join(parts, unknown), tuple(media)
+
+
+def _join(parts: list[str], own_lines: set[int]) -> str:
+    """``parts`` joined directly (as LangChain joins text blocks), ``own_lines`` parts on own lines."""
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i and (i in own_lines or i - 1 in own_lines):
+            out.append("\n")
+        out.append(part)
+    return "".join(out)
 
 
 def content_text(message: BaseMessage) -> str:
@@ -128,7 +141,7 @@ def content_text(message: BaseMessage) -> str:
     Media blocks are left out (see :func:`content_parts`).
 
     Raises:
-        InvalidMessageError: The content is None, not text, or holds an unclassifiable block.
+        InvalidMessageError: The content is None or not text/blocks.
     """
     return content_parts(message)[0]
 
@@ -153,9 +166,9 @@ def to_ctxmgmt(message: BaseMessage) -> Message:
     text blocks are the text. A message whose content is only media is valid (empty text).
 
     Raises:
-        InvalidMessageError: Unknown message type, None content, empty content with no media
-            (an AI message with tool calls may be empty; so may a tool result), or a content
-            block that cannot be classified.
+        InvalidMessageError: Unknown message type, None content, or empty content with no media
+            (an AI message with tool calls may be empty; so may a tool result). Content blocks
+            never raise: unknown ones are carried as text (:func:`content_parts`).
     """
     role = _role_of(message)
     text, media = content_parts(message)

@@ -35,7 +35,7 @@ from ctxmgmt.conversation import Codec
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
 from ctxmgmt.timestamps import timestamp_text
-from ctxmgmt.types import Message, clean_text
+from ctxmgmt.types import Message, block_text, clean_text
 
 ROLE_MAP: dict[str, str] = {
     MessageRole.SYSTEM.value: "system",
@@ -95,14 +95,13 @@ def _blocks_of(blocks: Any, role: str) -> list[Any]:
 def _block_parts(block: Any, role: str, media: list[str]) -> str | None:
     """Text of one content block (None for blocks without conversation text).
 
-    Media blocks add their kind to ``media``.
+    Media blocks add their kind to ``media``. A block of any other kind (a tool's JSON or
+    search-result block, a block type this version does not know) is carried as its JSON
+    (:func:`ctxmgmt.types.block_text`, bounded), so an unfamiliar block never stops a
+    conversation.
     """
     if isinstance(block, TextBlock):
-        if not isinstance(block.text, str):
-            raise InvalidMessageError(
-                f"{role} message has a TextBlock whose text is a {type(block.text).__name__}"
-            )
-        return block.text
+        return block.text if isinstance(block.text, str) else block_text(block.text)
     if isinstance(block, _NO_TEXT_BLOCKS):
         return None
     kind = _media_kind(block)
@@ -118,11 +117,7 @@ def _block_parts(block: Any, role: str, media: list[str]) -> str | None:
         return "\n".join(texts) if texts else None
     if isinstance(block, CitationBlock):
         return _block_parts(block.cited_content, role, media)
-    kind_name = getattr(block, "block_type", type(block).__name__)
-    raise InvalidMessageError(
-        f"{role} message has a content block ctxmgmt cannot classify ({type(block).__name__}, "
-        f"block_type={kind_name!r}); expected text, image, audio, video or document blocks"
-    )
+    return block_text(block)  # any other block: its JSON (bounded), never a dead conversation
 
 
 def _get(obj: Any, *names: str) -> Any:
@@ -174,12 +169,12 @@ def to_message(message: ChatMessage) -> Message:
     a tool result's ``additional_kwargs["tool_call_id"]`` is kept. Text blocks are joined with
     newlines; thinking blocks and cache points are ignored. ``ImageBlock``, ``AudioBlock``,
     ``VideoBlock`` and ``DocumentBlock`` (also inside a ``CitableBlock``) are recorded by kind in
-    ``Message.media``; a message whose content is only media is valid (empty text).
+    ``Message.media``; a message whose content is only media is valid (empty text). Any other
+    block is carried as its JSON text (:func:`ctxmgmt.types.block_text`).
 
     Raises:
-        InvalidMessageError: not a ``ChatMessage``, unknown role, a block that cannot be
-            classified, or no text and no media (allowed only for an assistant message with
-            tool calls and for a tool result).
+        InvalidMessageError: not a ``ChatMessage``, unknown role, or no text and no media
+            (allowed only for an assistant message with tool calls and for a tool result).
     """
     if not isinstance(message, ChatMessage):
         raise InvalidMessageError(f"expected a llama_index ChatMessage, got {type(message).__name__}")

@@ -4,10 +4,19 @@ Three rules, kept here so every component and adapter applies the same ones:
 
 - **Prompts** (summariser, decider, entity extractor): conversation text sits inside one
   delimited region per field (``<conversation>...</conversation>``) and goes through
-  :func:`escape_data` first: Unicode NFKC, no format or control characters, no tag-like
-  sequence that could open or close a region (full-width and look-alike brackets included),
-  and no line break that could start a new speaker line. Instructions come only from the
-  template.
+  :func:`escape_data` first: Unicode NFKC, no format, control or other default-ignorable
+  characters (zero-width, bidi, variation selectors, tag characters, soft hyphen), no tag-like
+  sequence that could open or close a region (full-width and look-alike brackets, padding,
+  invisible and combining characters inside the tag included), and no line break that could
+  start a new speaker line. Speaker names are data too (:func:`speaker_label`): a name that
+  reads as a role ("SYSTEM") is shown as the name of the message's own speaker. Instructions
+  come only from the template.
+- **Combining marks** stay in the text (Hindi, Vietnamese and every script that writes with
+  them must survive readable); they are only ignored where they could hide a tag: a tag-like
+  sequence's name is read without marks, invisible characters, padding or punctuation
+  (:func:`tag_key`), so ``</mem\u0301ory>`` or ``</mem\ufe0fory>`` is defused like
+  ``</memory>``. Look-alike brackets are recognised as brackets (:data:`_LT`, :data:`_GT`)
+  rather than rewritten, so CJK title marks in ordinary text stay as written.
 - **Context**: summaries, entity lists and topic outlines reach the model through
   :func:`memory_message`: a message in the ``memory_role`` (default ``"user"``) whose text
   opens with :data:`MEMORY_LEAD_IN` (a record of earlier conversation, not instructions) and
@@ -82,10 +91,44 @@ MIN_WORD_CHAR_SHARE = 0.5
 """Least share of letters and digits among a line's non-space characters; below it the line
 is markup, code or symbols, not a fact."""
 
-_LT = "<\u2039\u3008\u27e8\u300a\u276e\u29fc\u02c2\u1438"  # < and look-alikes NFKC keeps
-_GT = ">\u203a\u3009\u27e9\u300b\u276f\u29fd\u02c3\u1433"
-_TAG = re.compile(rf"[{_LT}](?P<inner>[^{_LT}{_GT}\n]{{0,80}})(?P<gt>[{_GT}])?")
-_TAG_NAME = re.compile(r"[^\W\d_][\w\-]*")
+_LT = "<\u2039\u3008\u27e8\u27ea\u300a\u276c\u276e\u2770\u29fc\u2989\u02c2\u1438\u226e\u22d6\u2aa1"
+"""``<`` and its look-alikes that NFKC keeps (full-width, small and compatibility forms such as
+U+FF1C, U+FE64 and U+2329 become one of these first): single and double angle quotation marks,
+CJK and mathematical angle brackets, ornaments, modifier letters, Canadian syllabics, and ``<``
+with a combining slash or dot (NFKC composes ``<`` + U+0338 into U+226E)."""
+_GT = ">\u203a\u3009\u27e9\u27eb\u300b\u276d\u276f\u2771\u29fd\u298a\u02c3\u1433\u226f\u22d7\u2aa2"
+"""``>`` and its look-alikes (as :data:`_LT`)."""
+_TAG = re.compile(rf"[{_LT}](?P<inner>(?:[^\S\n]*[^\s{_LT}{_GT}]){{0,80}}[^\S\n]*)(?P<gt>[{_GT}])?")
+"""A tag-like sequence: a bracket, at most 80 visible characters (with any padding between them)
+on one line, and the closing bracket if there is one. Each repetition takes exactly one visible
+character, so matching is linear (no backtracking) however long the padding."""
+DEFAULT_IGNORABLE: frozenset[int] = frozenset(
+    code
+    for first, last in (
+        (0x00AD, 0x00AD),  # soft hyphen
+        (0x034F, 0x034F),  # combining grapheme joiner
+        (0x061C, 0x061C),  # Arabic letter mark
+        (0x115F, 0x1160),  # Hangul fillers
+        (0x17B4, 0x17B5),  # Khmer inherent vowels
+        (0x180B, 0x180F),  # Mongolian variation selectors and vowel separator
+        (0x200B, 0x200F),  # zero-width space, joiners, direction marks
+        (0x202A, 0x202E),  # bidi embeddings and overrides
+        (0x2060, 0x206F),  # word joiner, invisible operators, bidi isolates
+        (0x3164, 0x3164),  # Hangul filler
+        (0xFE00, 0xFE0F),  # variation selectors
+        (0xFEFF, 0xFEFF),  # zero-width no-break space (BOM)
+        (0xFFA0, 0xFFA0),  # half-width Hangul filler
+        (0xFFF0, 0xFFF8),
+        (0x1BCA0, 0x1BCA3),  # shorthand format controls
+        (0x1D173, 0x1D17A),  # musical formatting
+        (0xE0000, 0xE0FFF),  # tag characters and variation selectors supplement
+    )
+    for code in range(first, last + 1)
+)
+"""Unicode's ``Default_Ignorable_Code_Point`` set (DerivedCoreProperties.txt, Unicode 15):
+characters that render as nothing. :func:`normalize` and :func:`escape_data` drop all of them
+(with every other format, control, private-use and unassigned character), so invisible
+characters can neither split a tag name nor hide text."""
 _BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _ROLE_MARKER = re.compile(
     r"^[\W_]{0,4}(?P<role>system|developer|assistant|user|human|ai|tool|model|instructions?)"
@@ -103,6 +146,8 @@ _OVERRIDE = re.compile(
 def _keep(ch: str) -> bool:
     if ch in "\n\t":
         return True
+    if ord(ch) in DEFAULT_IGNORABLE:
+        return False
     category = unicodedata.category(ch)
     return category not in ("Cf", "Cc", "Cs", "Co", "Cn")
 
@@ -125,13 +170,16 @@ _DROP = _DropTable()
 
 
 def _drop_controls(text: str) -> str:
-    """``text`` without the characters :func:`_keep` rejects (format, control, private, unassigned)."""
+    """``text`` without what :func:`_keep` rejects (ignorable, format, control, private, unassigned)."""
     return text.translate(_DROP)
 
 
 def normalize(text: str) -> str:
-    """``text`` in NFKC, without format characters (zero-width, bidi, tag characters) or controls.
+    """``text`` in NFKC, without default-ignorable, format or control characters.
 
+    Dropped: zero-width characters, bidi controls, variation selectors, tag characters, the soft
+    hyphen and the rest of :data:`DEFAULT_IGNORABLE`, every other format (Cf) and control (Cc)
+    character, private-use, surrogate and unassigned code points.
     Every line break (CR LF, CR, U+2028, ...) becomes a newline; tabs stay.
     """
     return _drop_controls(_BREAKS.sub("\n", unicodedata.normalize("NFKC", text)))
@@ -153,13 +201,22 @@ def one_entry(text: str) -> str:
     return "\n".join([lines[0], *(CONTINUATION + line for line in lines[1:])])
 
 
+def tag_key(inner: str) -> str:
+    """The name a tag's inside reads as: letters and digits only, combining marks dropped, case-folded.
+
+    ``" / mem\u0301-ory "`` reads as ``memory``: padding, slashes, punctuation and marks (which
+    render on the letter before them, or not at all) cannot hide a name from :func:`defuse_tags`.
+    """
+    base = unicodedata.normalize("NFKD", inner)
+    return "".join(ch for ch in base if ch.isalnum()).casefold()
+
+
 def _defuse_tag(match: re.Match[str], names: tuple[str, ...]) -> str:
     inner, gt = match.group("inner"), match.group("gt")
     if inner.lstrip().startswith("|"):  # <|im_start|>-style special tokens
         return f"[{inner}{']' if gt else ''}"
-    key = re.sub(r"[\s/\\]+", "", inner).casefold()
-    name = _TAG_NAME.match(key)
-    if name is None or (name.group(0).isascii() and not name.group(0).startswith(names)):
+    key = tag_key(inner)
+    if not key or (key.isascii() and not key.startswith(names)):
         return match.group(0)
     return f"[{inner}{']' if gt else ''}"
 
@@ -173,8 +230,48 @@ def defuse_tags(text: str, names: Iterable[str] = ()) -> str:
     special tokens. Other tags (``<div>``, ``a < b > c``) are left alone. Expects
     :func:`normalize`-d text.
     """
-    defused = tuple(DEFUSED_NAMES) + tuple(n.casefold() for n in names)
+    defused = tuple(DEFUSED_NAMES) + tuple(key for key in map(tag_key, names) if key)
     return _TAG.sub(lambda m: _defuse_tag(m, defused), text)
+
+
+ROLE_WORDS: frozenset[str] = frozenset(
+    "system developer assistant user human ai tool model instruction instructions".split()
+)
+"""Words a speaker line may not open with unless they name the message's own role."""
+
+MAX_NAME_CHARS = 24
+"""Longest speaker name shown in a transcript, in characters (longer names are cut)."""
+
+_WORDS = re.compile(r"[^\W\d]+")  # letters and underscores: "user_profile" is one word, not "user"
+
+
+def speaker_label(name: str | None, role: str) -> str:
+    """How a message's speaker is shown in a transcript line (``label: text``): names are data.
+
+    The role when there is no name. A name is :func:`normalize`-d onto one line, without
+    colons, brackets or quotes, and cut to :data:`MAX_NAME_CHARS` characters. A name whose first
+    word is a role word (:data:`ROLE_WORDS`) other than ``role``, or mixes Latin and other
+    letters (a Cyrillic look-alike in "SYST\u0415M"), is shown as the name of the message's own
+    speaker, so no name can make a line read as another speaker's (a system line above all).
+
+    Example:
+        >>> speaker_label("Caroline", "user")
+        'Caroline'
+        >>> speaker_label("SYSTEM", "user")
+        'user named "SYSTEM"'
+    """
+    if not name:
+        return role
+    clean = " ".join(re.sub(r"[:\[\]<>\"]", " ", normalize(name)).split())[:MAX_NAME_CHARS].strip()
+    if not clean:
+        return role
+    bare = "".join(ch for ch in unicodedata.normalize("NFKD", clean) if not unicodedata.combining(ch))
+    words = _WORDS.findall(bare.casefold())
+    first = words[0].strip("_") if words else ""
+    mixed = any(ch.isascii() for ch in first) and not first.isascii()
+    if (first in ROLE_WORDS and first != role) or mixed:
+        return f'{role} named "{clean}"'
+    return clean
 
 
 def escape_data(text: str, *, names: Iterable[str] = ()) -> str:

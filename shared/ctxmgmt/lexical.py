@@ -107,9 +107,11 @@ class BM25Index:
         return len(self._lengths)
 
     def add(self, text: str) -> None:
-        """Index one more document."""
+        """Index one more document: its text within :data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS`."""
+        from ctxmgmt.components.llm_call import bound_input  # ctxmgmt.components imports this module
+
         doc = len(self._lengths)
-        tokens = tokenize(text)
+        tokens = tokenize(bound_input(text))
         self._lengths.append(len(tokens))
         postings = self._postings
         for term, count in Counter(tokens).items():

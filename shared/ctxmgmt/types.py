@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ctxmgmt.exceptions import InvalidMessageError
-from ctxmgmt.framing import one_entry
+from ctxmgmt.framing import one_entry, speaker_label
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
@@ -47,6 +48,41 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+MAX_BLOCK_CHARS = 4_000
+"""Most characters of an unknown content block's JSON carried as message text (head and tail
+kept, :func:`ctxmgmt.components.llm_call.cap_text`): a search result's title and first
+paragraphs, not a whole document, so one tool result cannot crowd out the turns around it."""
+
+
+def block_text(block: Any) -> str:
+    """An unknown content block as text: its JSON, within :data:`MAX_BLOCK_CHARS` characters.
+
+    Adapters carry blocks they cannot classify (a tool's ``json`` or ``search_result`` block,
+    a provider's new block type, a bare number) as this text instead of rejecting the message,
+    so an unfamiliar block never stops a conversation. The original block still travels in the
+    original message; only scoring and summaries read this text. Pydantic models are dumped
+    first; anything JSON cannot write becomes its ``str``; a structure too deep to write becomes
+    ``[<type> block]``.
+
+    Example:
+        >>> block_text({"type": "json", "json": {"temperature": 24}})
+        '{"type": "json", "json": {"temperature": 24}}'
+    """
+    from ctxmgmt.components.llm_call import cap_text  # ctxmgmt.components imports this module
+
+    if hasattr(block, "model_dump") and callable(block.model_dump):
+        try:
+            block = block.model_dump()
+        except Exception:  # a model that cannot dump itself is written as its str
+            block = str(block)
+    try:
+        text = json.dumps(block, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError, TypeError):
+        kind = (block.get("type") if isinstance(block, dict) else None) or type(block).__name__
+        text = f"[{kind} block]"
+    return cap_text(clean_text(text), MAX_BLOCK_CHARS)
 
 
 def _clean_value(value: Any) -> Any:
@@ -154,6 +190,8 @@ class Message:
     def render(self, *, seen: bool = True) -> str:
         """Text of this message as shown to a scorer: ``[timestamp] speaker: text``.
 
+        The speaker is :func:`ctxmgmt.framing.speaker_label` (the name, or the role; a name that
+        reads as another role is shown as ``user named "SYSTEM"``).
         Lines after the first are indented (:func:`ctxmgmt.framing.one_entry`), so a line break
         in the text can never start a speaker line of its own in a transcript.
 
@@ -161,7 +199,7 @@ class Message:
             seen: Show the ``seen`` stamp of a message without a timestamp (default True);
                 False gives the content the turn fingerprint covers.
         """
-        speaker = self.name or self.role
+        speaker = speaker_label(self.name, self.role)  # a name is data: never another role
         time = self.time if seen else self.timestamp
         stamp = f"[{time}] " if time else ""
         calls = ""

@@ -153,19 +153,44 @@ def test_a_selection_with_images_respects_the_budget(hashing_embedder):
         {"type": "hologram", "data": "x"},
         {"text": "no type"},
         42,
+        {"type": "json", "json": {"temperature": 24, "unit": "C"}},
+        {
+            "type": "search_result",
+            "source": "https://example.com/miso",
+            "title": "Miso the cat",
+            "content": [{"type": "text", "text": "Miso is a grey cat."}],
+        },
+        {"type": "text", "text": None},
     ],
 )
-def test_unclassifiable_blocks_are_rejected(block):
+def test_unknown_blocks_are_carried_as_json_text(block):
     message = HumanMessage(content=[{"type": "text", "text": "What is this?"}, "x"])
     message.content.append(block)
-    with pytest.raises(InvalidMessageError, match="cannot classify"):
-        to_ctxmgmt(message)
+    converted = to_ctxmgmt(message)
+    assert converted.text == "What is this?x\n" + json.dumps(block, ensure_ascii=False)
+    assert converted.media == ()
 
 
-def test_tool_use_block_in_a_human_message_is_rejected():
-    message = HumanMessage(content=[{"type": "tool_use", "id": "x", "name": "n", "input": {}}])
-    with pytest.raises(InvalidMessageError, match="tool_use"):
-        to_ctxmgmt(message)
+def test_unknown_block_text_is_bounded_and_never_raises():
+    from ctxmgmt.types import MAX_BLOCK_CHARS
+
+    deep: dict = {}
+    node = deep
+    for _ in range(50_000):
+        node["a"] = {}
+        node = node["a"]
+    huge = {"type": "json", "json": {"rows": ["x" * 100] * 100_000}}
+    tool = ToolMessage(content=[deep, huge, {"type": "text", "text": "done"}], tool_call_id="c")
+    converted = to_ctxmgmt(tool)
+    first, second, third = converted.text.split("\n", 2)
+    assert first == "[dict block]"
+    assert len(second) <= MAX_BLOCK_CHARS and "left out" in converted.text
+    assert converted.text.endswith("\ndone")
+
+
+def test_tool_use_block_in_a_human_message_is_carried_as_text():
+    block = {"type": "tool_use", "id": "x", "name": "n", "input": {}}
+    assert to_ctxmgmt(HumanMessage(content=[block])).text == json.dumps(block)
 
 
 @pytest.mark.parametrize(

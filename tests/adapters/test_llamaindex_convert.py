@@ -138,10 +138,20 @@ def test_unusable_messages_still_raise():
         to_message(ChatMessage(role="user", blocks=[]))
     with pytest.raises(InvalidMessageError, match="no text content and no media"):
         to_message(ChatMessage(role="user", blocks=[ThinkingBlock(content="hmm")]))
+
+
+def test_unknown_blocks_are_carried_as_json_text():
     odd = ChatMessage(role="user", content="x")
     odd.blocks.append(SimpleNamespace(block_type="hologram"))  # type: ignore[arg-type]
-    with pytest.raises(InvalidMessageError, match="cannot classify"):
-        to_message(odd)
+    odd.blocks.append({"type": "json", "json": {"temperature": 24}})  # type: ignore[arg-type]
+    converted = to_message(odd)
+    assert (
+        converted.text
+        == 'x\n"namespace(block_type=\'hologram\')"\n{"type": "json", "json": {"temperature": 24}}'
+    )
+    tool = ChatMessage(role="tool", blocks=[])
+    tool.blocks.append({"type": "search_result", "title": "Miso"})  # type: ignore[arg-type]
+    assert to_message(tool).text == '{"type": "search_result", "title": "Miso"}'
 
 
 def test_media_tokens_follow_the_counter(hashing_embedder):

@@ -35,10 +35,14 @@ IDS = [c[0] for c in CASES]
 
 _BRACKETS = str.maketrans(
     {
-        **{c: "<" for c in "\u2039\u3008\u27e8\u300a\u276e\u29fc\u02c2\u1438"},
-        **dict.fromkeys("\u203a\u3009\u27e9\u300b\u276f\u29fd\u02c3\u1433", ">"),
+        **{c: "<" for c in "\u2039\u3008\u27e8\u27ea\u300a\u276c\u276e\u2770\u29fc\u2989\u02c2\u1438\u226e"},
+        **dict.fromkeys(
+            "\u203a\u3009\u27e9\u27eb\u300b\u276d\u276f\u2771\u29fd\u298a\u02c3\u1433\u226f", ">"
+        ),
     }
 )
+_INVISIBLE = {0x00AD, 0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10)}
+_INVISIBLE |= set(range(0xE0000, 0xE1000))
 _LOOKALIKE_LETTERS = str.maketrans(
     "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u03bf\u03b1\u03b5\u03c1", "aeopcyxioaep"
 )
@@ -47,10 +51,18 @@ _SPEAKER_LINE = re.compile(r"^\[?(system|developer|assistant|user|human|tool|mod
 
 
 def skeleton(text: str) -> str:
-    """What a model could read as markup: NFKC, no format characters or whitespace, folded."""
+    """What a model could read as markup: NFKC, folded, without format characters, invisible
+    characters, combining marks, whitespace, or punctuation inside a tag name."""
     text = unicodedata.normalize("NFKC", text)
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf" and not ch.isspace())
-    return text.casefold().translate(_BRACKETS).translate(_LOOKALIKE_LETTERS)
+    text = "".join(
+        ch
+        for ch in unicodedata.normalize("NFD", text)
+        if unicodedata.category(ch) not in ("Cf", "Mn", "Me", "Mc")
+        and ord(ch) not in _INVISIBLE
+        and not ch.isspace()
+    )
+    text = text.casefold().translate(_BRACKETS).translate(_LOOKALIKE_LETTERS)
+    return re.sub(r"(?<=[a-z])[-.](?=[a-z])", "", text)
 
 
 def tag_counts(prompt: str, name: str) -> tuple[int, int]:

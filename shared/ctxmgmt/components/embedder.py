@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ctxmgmt.components._coerce import component_name
+from ctxmgmt.components.llm_call import bound_input
 from ctxmgmt.exceptions import ComponentError, ConfigurationError, CorruptStateError, CtxMgmtError
 
 logger = logging.getLogger(__name__)
@@ -566,6 +567,10 @@ def _run(embedder: Any, call: Callable[[], Any]) -> Any:
 def embed_documents(embedder: Embedder, texts: Sequence[str], *, dim: int | None = None) -> np.ndarray:
     """Embed document texts in one batch, checked (:func:`checked_vectors`); shape (len(texts), dim).
 
+    Each text is cut to :data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS` characters first
+    (:func:`~ctxmgmt.components.llm_call.bound_input`), so no message makes an embedder tokenise
+    megabytes it would cut to a few hundred tokens anyway.
+
     Args:
         embedder: Any Embedder.
         texts: The texts.
@@ -575,7 +580,7 @@ def embed_documents(embedder: Embedder, texts: Sequence[str], *, dim: int | None
         ComponentError: the embedder raised, or returned anything but one finite vector of
             dimension ``dim`` per text.
     """
-    texts = list(texts)
+    texts = [bound_input(t) for t in texts]
     if not texts:
         return np.zeros((0, dim or 0), dtype=np.float32)
     vectors = _run(embedder, lambda: embedder.embed(texts))
@@ -596,7 +601,9 @@ def embed_queries(embedder: Embedder, texts: Sequence[str], *, dim: int | None =
     if not callable(query_fn):
         return embed_documents(embedder, texts, dim=dim)
     rows = [
-        checked_vectors(_run(embedder, functools.partial(query_fn, text)), 1, embedder=embedder, dim=dim)
+        checked_vectors(
+            _run(embedder, functools.partial(query_fn, bound_input(text))), 1, embedder=embedder, dim=dim
+        )
         for text in texts
     ]
     return np.vstack(rows) if rows else np.zeros((0, dim or 0), dtype=np.float32)

@@ -49,10 +49,16 @@ seconds; 30 s leaves room for queueing and slow local models while bounding a hu
 one short pause of the conversation."""
 
 MAX_INPUT_CHARS = 24_000
-"""Most characters of conversation text put into one model prompt (or one extractive summary).
+"""Most characters of one text any component reads: the one bound on work per input.
 
-About 6,000 tokens at OpenAI's rule of thumb of ~4 characters per English token, so a prompt
-with its instructions still fits an 8,192-token context window with room for the answer."""
+Every text that reaches a component is cut to it first (:func:`bound_input`, head and tail
+kept): a model prompt (LLM summariser, decider, entity extractor, where ``llm_max_input_chars``
+can change it), an embedder's input (:func:`ctxmgmt.components.embedder.embed_documents`), the
+spaCy entity extractor's and the extractive summariser's input. Only the component's copy is
+cut; the stored history never is. About 6,000 tokens at OpenAI's rule of thumb of ~4 characters
+per English token, so a prompt with its instructions still fits an 8,192-token context window
+with room for the answer; far more than the default embedder reads (256 word pieces, the first
+~1,500 characters of English text), so its vectors never change for a text it could read."""
 
 MAX_ABANDONED_CALLS = 8
 """Most timed-out calls left running at once in a process; further calls are not started."""
@@ -133,6 +139,16 @@ def cap_text(text: str, max_chars: int | None) -> str:
     tail = room - head
     marker = TRUNCATION_MARKER.format(removed=len(text) - head - tail)
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
+
+
+def bound_input(text: str) -> str:
+    """``text`` within :data:`MAX_INPUT_CHARS` (:func:`cap_text`): what a component may read of it.
+
+    Example:
+        >>> len(bound_input("x" * 5_000_000)) <= MAX_INPUT_CHARS
+        True
+    """
+    return cap_text(text, MAX_INPUT_CHARS)
 
 
 def check_timeout(value: Any, name: str = "timeout") -> float | None:

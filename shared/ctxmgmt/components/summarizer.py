@@ -38,6 +38,13 @@ _DATE_WORDS = frozenset(
     jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday
     saturday sunday today yesterday tomorrow week weekend month year""".split()
 )
+CENTRALITY_SAMPLE = 64
+"""Most sentences a sentence is compared with for its centrality (evenly spaced over the window).
+
+A window of up to 65 sentences (SWin's 6-turn windows have about 10 to 40) compares every pair,
+as before; a longer one compares each sentence with 64 others, so scoring is linear in the
+number of sentences instead of quadratic (24,000 characters of three-word sentences: about
+4,000 sentences, 16 million comparisons without the sample)."""
 USER_BONUS = 1.0
 """Score added to the user's own sentences (SWin 3.3.2: the memory keeps user-centric detail)."""
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
@@ -143,7 +150,8 @@ class ExtractiveSummarizer:
     r"""Offline summarizer: keeps the window's most informative sentences verbatim (no LLM).
 
     Each sentence is scored by ``specifics`` (names, numbers, dates: 1 each) plus
-    ``3 * centrality`` (mean word overlap with the window's other sentences) plus a small
+    ``3 * centrality`` (mean word overlap with the window's other sentences, or with
+    :data:`CENTRALITY_SAMPLE` of them evenly spaced in a longer window) plus a small
     length term (0.1 per content word, up to 1.5); questions score 1 less and the user's
     own sentences 1 more (SWin keeps user-centric detail). Sentences with
     fewer than ``min_words`` words and sentences already in the memory (word-set Jaccard
@@ -212,6 +220,10 @@ class ExtractiveSummarizer:
             pairs = [(prefix, _strip_filler(sentence)) for prefix, sentence in pairs]
         known = [content_words(p) for p in previous]
         words = [content_words(s) for _, s in pairs]
+        n = len(words)
+        sample: Sequence[int] = range(n)  # every sentence while the window has at most 65
+        if n > CENTRALITY_SAMPLE + 1:
+            sample = sorted({k * (n - 1) // (CENTRALITY_SAMPLE - 1) for k in range(CENTRALITY_SAMPLE)})
         candidates: list[tuple[float, int]] = []
         for i, (prefix, sentence) in enumerate(pairs):
             if len(sentence.split()) < self.min_words or not words[i]:
@@ -219,7 +231,7 @@ class ExtractiveSummarizer:
             full = content_words(self._render(prefix, sentence))  # as it would be stored
             if any(jaccard(full, k) >= self.known_threshold for k in known):
                 continue
-            others = [jaccard(words[i], w) for j, w in enumerate(words) if j != i]
+            others = [jaccard(words[i], words[j]) for j in sample if j != i]
             centrality = sum(others) / len(others) if others else 0.0
             score = specifics(sentence) + 3.0 * centrality + min(0.1 * len(words[i]), 1.5)
             if sentence.endswith("?"):

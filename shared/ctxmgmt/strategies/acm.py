@@ -13,11 +13,12 @@ from typing import Any
 
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.components.entities import Entity, EntityExtractor, as_entity_extractor
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.dates import anchor_dates
+from ctxmgmt.framing import speaker_label
 from ctxmgmt.kadane import THETA, kadane_dial, shape_signal
 from ctxmgmt.lexical import STOPWORDS, BM25Index
 from ctxmgmt.params import MemoryConfig, param
@@ -400,7 +401,7 @@ class ACMStrategy(Strategy):
 
     def _summarize(self, turns: Sequence[Turn], batch: list[int]) -> None:
         text = "\n".join(
-            f"{m.name or m.role}: {' '.join(m.text.split())}"
+            f"{speaker_label(m.name, m.role)}: {' '.join(m.text.split())}"
             for i in batch
             for m in turns[i].messages
             if m.text.strip()
@@ -595,6 +596,7 @@ class ACMStrategy(Strategy):
 
         ``budget`` None uses ``token_budget``. See the class docstring for the priorities.
         """
+        query = bound_input(query)  # a huge message is read within the one input bound
         b = self.token_budget if budget is None else max(0, int(budget))
         n = len(self._turns)
         floor = int(self.unmodified_ratio * b)

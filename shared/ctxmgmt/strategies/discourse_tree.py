@@ -31,7 +31,7 @@ from ctxmgmt.components.embedder import (
     embed_query,
     restored_vectors,
 )
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer, specific_terms
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs, span_label
@@ -66,6 +66,9 @@ SUMMARY_ITEMS = 8
 """Most node summaries per topic or branch summary: the first node and the newest ones."""
 RECENT_TURNS = 0
 """Newest turns always shown verbatim even when off the active path (0 as in Context-Agent)."""
+MAX_PATH_VIEWS = 32
+"""Newest nodes of the active path shown to the branch decider (the embedded one reads the last;
+the LLM one lists them): the work of one turn does not grow with the length of a topic."""
 WINDOW_NODES = 3
 """Nodes in a tree's recent window, whose mean cosine the shift model reads (TopicView.window)."""
 HEADER = "Summaries of the other topics and branches of this conversation:"
@@ -506,6 +509,7 @@ class DiscourseTreeStrategy(Strategy):
         self._current: int | None = None
         self._lexical = BM25Index()  # document i = turn i; synced lazily (:meth:`_relevance`)
         self._parts: dict[int, _TreeParts] = {}  # tree id -> its view parts (:meth:`_tree_parts`)
+        self._paths: dict[int, tuple[list[int], set[int]]] = {}  # tree id -> :meth:`_path_of`
         self._last_similarities: tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray]] | None = None
         self._last_scored: tuple[tuple[str, int], tuple[np.ndarray, list[int]]] | None = None
         self._query_rows = RowStack()  # _query_vectors stacked (node order)
@@ -552,6 +556,25 @@ class DiscourseTreeStrategy(Strategy):
             out.append(node)
             node = self._nodes[node].parent
         return out[::-1]
+
+    def _path_of(self, tree: int, node: int) -> tuple[list[int], set[int]]:
+        """:meth:`path` of ``node`` and its set, kept per tree and extended as the path grows.
+
+        A topic that continues adds one node below its current one, so its path grows by one
+        node instead of being walked from the root on every turn. The list and set are shared:
+        callers only read them.
+        """
+        cached = self._paths.get(tree)
+        if cached is not None and cached[0] and cached[0][-1] == node:
+            return cached
+        parent = self._nodes[node].parent
+        if cached is not None and cached[0] and parent == cached[0][-1]:
+            cached[0].append(node)
+            cached[1].add(node)
+            return cached
+        path = self.path(node)
+        self._paths[tree] = (path, set(path))
+        return self._paths[tree]
 
     # -- planning (steps 1-3) -------------------------------------------------------------
     def _dim(self) -> int | None:
@@ -669,10 +692,12 @@ class DiscourseTreeStrategy(Strategy):
         assert topic.tree is not None
         tree = self._trees[topic.tree]
         current = tree.current
-        path = self.path(current)
-        on_path = set(path)
-        sims = dict(zip(tree.nodes, content_sims[tree.nodes].tolist(), strict=True))
-        fork = max(tree.nodes, key=lambda i: (sims[i], i))
+        path, on_path = self._path_of(tree.id, current)
+        ids = self._tree_parts(tree).ids
+        tree_sims = content_sims[ids]
+        # the most similar node, the newest among ties (vectorised: linear in the tree, in C)
+        fork = int(ids[len(ids) - 1 - int(np.argmax(tree_sims[::-1]))])
+        sims = {fork: float(content_sims[fork])}
         ancestor = fork in on_path and fork != current
         other_branch = fork not in on_path
         fires = sims[fork] >= self.theta_fork and (ancestor or other_branch)
@@ -682,15 +707,23 @@ class DiscourseTreeStrategy(Strategy):
 
             def view(i: int) -> NodeView:
                 n = self._nodes[i]
-                return NodeView(i, n.branch, n.summary, sims[i], i in on_path)
+                return NodeView(i, n.branch, n.summary, float(content_sims[i]), i in on_path)
 
-            ranked = sorted(tree.nodes, key=lambda i: (-sims[i], i))[: self.candidates]
+            k = min(self.candidates, len(ids))
+            kth = np.partition(tree_sims, len(ids) - k)[len(ids) - k]  # the k-th highest similarity
+            above = sorted((int(i) for i in ids[tree_sims > kth]), key=lambda i: (-float(content_sims[i]), i))
+            ranked = (above + [int(i) for i in ids[tree_sims == kth]])[:k]  # ties: the oldest first
+            shown = path[-MAX_PATH_VIEWS:]  # the newest part of the path: bounded work per turn
             with meter_calls() as meter:
                 decision = self.decider.decide_branch(
-                    query, [view(i) for i in path], view(fork), [view(i) for i in ranked]
+                    query, [view(i) for i in shown], view(fork), [view(i) for i in ranked]
                 )
             self._llm_calls += meter.calls_of(self.decider)
-            if decision.node is not None and decision.node not in sims:
+            if decision.node is not None and not (
+                isinstance(decision.node, int)
+                and 0 <= decision.node < len(self._nodes)
+                and self._nodes[decision.node].tree == tree.id
+            ):
                 decision = BranchDecision("continue", None, f"invalid node {decision.node!r}", "fallback")
             if decision.action == "create_branch" and decision.node is not None:
                 parent, branch = decision.node, None
@@ -740,7 +773,7 @@ class DiscourseTreeStrategy(Strategy):
 
     def _on_add(self, turns: list[Turn]) -> None:
         keys = [t.fingerprint for t in turns]
-        queries = [t.query or t.text for t in turns]
+        queries = [bound_input(t.query or t.text) for t in turns]
         missing = list({k: i for i, k in enumerate(keys) if k not in self._content_cache}.values())
         fresh_queries = sorted({q for q in queries if q not in self._query_cache})
         texts = [turns[i].text for i in missing] + fresh_queries
@@ -980,6 +1013,7 @@ class DiscourseTreeStrategy(Strategy):
         summary sections least similar to the query go first, then recalled turns (least
         relevant first), then the oldest path turns (the newest path turn last of all).
         """
+        query = bound_input(query)  # a huge message is read within the one input bound
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         n = len(self._turns)
         if n == 0:
@@ -1230,6 +1264,7 @@ class DiscourseTreeStrategy(Strategy):
 
     def _load(self, state: dict[str, Any]) -> None:
         self._parts.clear()
+        self._paths.clear()
         self._last_similarities = None
         # checked before any is cached: a bad one must not set the caches' dimension
         count, dim = len(self._turns), self._dim()

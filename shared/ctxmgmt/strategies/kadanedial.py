@@ -17,6 +17,7 @@ from ctxmgmt.components.embedder import (
     normalise,
     restored_vectors,
 )
+from ctxmgmt.components.llm_call import bound_input
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs
 from ctxmgmt.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
@@ -183,6 +184,7 @@ class KadaneDialStrategy(Strategy):
         """Relevance of every turn to ``query``: cosine plus weighted, max-scaled BM25."""
         if not self._turns:
             return np.zeros(0)
+        query = bound_input(query)
         if self._query[0] != query:
             self._query = (query, self.query_vector(query))
         return fused_relevance(
@@ -219,6 +221,7 @@ class KadaneDialStrategy(Strategy):
         turn at the edge of a span is dropped until the rest fits, so spans stay contiguous,
         turns stay whole and order is kept; recent turns go last.
         """
+        query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if n == 0:

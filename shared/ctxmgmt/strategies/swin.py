@@ -9,7 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -460,6 +460,7 @@ class SWinStrategy(Strategy):
         Over budget, memory items are dropped first (lowest retention score plus query word
         overlap first), then the oldest verbatim turns; turns are never cut.
         """
+        query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         with self._lock:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query, restored_vectors
-from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import (
     ExtractiveSummarizer,
     Summarizer,
@@ -302,6 +302,7 @@ class TopicThreadStrategy(Strategy):
         self._counts = {"insert": 0, "revise": 0, "split": 0, "merge": 0, "evict": 0, "recompress": 0}
         self._growth: list[int] = []  # slot count after each turn
         self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
+        self._sums: dict[int, tuple[Slot, list[float], np.ndarray]] = {}  # :meth:`_slot_sum`
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -330,9 +331,20 @@ class TopicThreadStrategy(Strategy):
             return np.zeros(1)
         return self._total / self._count
 
+    def _slot_sum(self, slot: Slot) -> np.ndarray:
+        """``slot.vector_sum`` as an array, converted once per value (every change assigns a new list)."""
+        cached = self._sums.get(id(slot))
+        if cached is not None and cached[0] is slot and cached[1] is slot.vector_sum:
+            return cached[2]
+        if len(self._sums) > 4 * self.max_slots:
+            self._sums.clear()
+        array = np.asarray(slot.vector_sum, dtype=np.float64)
+        self._sums[id(slot)] = (slot, slot.vector_sum, array)
+        return array
+
     def _slot_vector(self, slot: Slot, mean: np.ndarray | None = None) -> np.ndarray:
         mean = self._mean() if mean is None else mean
-        return _unit(np.asarray(slot.vector_sum, dtype=np.float64) / len(slot.turns) - mean)
+        return _unit(self._slot_sum(slot) / len(slot.turns) - mean)
 
     def scores(self, vector: np.ndarray, now: int) -> list[tuple[float, float, float]]:
         """(score, cosine, decay factor) of every slot for a query ``vector`` at turn ``now``.
@@ -418,7 +430,7 @@ class TopicThreadStrategy(Strategy):
         new = self._compress(slot.state, turn.text)
         slot.items.extend([text, t] for text in new)
         slot.turns.append(t)
-        slot.vector_sum = (np.asarray(slot.vector_sum) + vector).tolist()
+        slot.vector_sum = (self._slot_sum(slot) + vector).tolist()
         slot.last_retrieved = t
         slot.revisions += 1
         self._event("revise", t, slot=slot.id, peak=round(peak, 4), added=len(new))
@@ -496,13 +508,12 @@ class TopicThreadStrategy(Strategy):
             mean = self._mean()
             vectors = np.vstack([self._slot_vector(s, mean) for s in self._slots])
             sims = vectors @ vectors.T
+            sizes = np.array([len(slot.turns) for slot in self._slots])
+            fits = np.triu((sizes[:, None] + sizes[None, :]) <= self.max_slot_turns, k=1)
             best: tuple[float, int, int] | None = None
-            for a in range(len(self._slots)):
-                for b in range(a + 1, len(self._slots)):
-                    if len(self._slots[a].turns) + len(self._slots[b].turns) > self.max_slot_turns:
-                        continue
-                    if best is None or sims[a, b] > best[0]:
-                        best = (float(sims[a, b]), a, b)
+            if fits.any():  # the most similar fitting pair, the first (a, b) among ties
+                row, col = np.unravel_index(int(np.argmax(np.where(fits, sims, -np.inf))), sims.shape)
+                best = (float(sims[row, col]), int(row), int(col))
             if best is not None:
                 sim, a, b = best
                 keep, gone = self._slots[a], self._slots[b]
@@ -562,6 +573,7 @@ class TopicThreadStrategy(Strategy):
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """Retrieved threads' states, their most relevant turns and the newest turns, within ``budget``."""
+        query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if n == 0:

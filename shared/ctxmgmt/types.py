@@ -130,10 +130,11 @@ class Message:
             uses the text, plus one ``[image]``-style marker per block in :meth:`render`. A
             message with media and no text is scored through its turn's other messages.
         seen: When the memory first saw a message that has no ``timestamp`` of its own (ISO
-            8601, set by :func:`ctxmgmt.timestamps.stamp_missing`). Shown in turn text in
-            place of the timestamp, so relative dates are anchored to it, but *not* part of
-            the turn's fingerprint nor of message equality: a restart that reads the raw
-            history (where no such stamp is kept) finds the same turns and rebuilds nothing.
+            8601, set by :func:`ctxmgmt.timestamps.stamp_missing`). Shown to summarisers in
+            place of the timestamp (:attr:`Turn.dated_text`), so relative dates are anchored to
+            it, but *not* scored and *not* part of the turn's fingerprint nor of message
+            equality: a restart that reads the raw history (where no such stamp is kept) finds
+            the same turns and rebuilds nothing.
 
     Every string the message holds (text, name, timestamp, tool-call id, the strings inside
     tool calls and metadata) passes through :func:`clean_text` when the message is built, so
@@ -187,7 +188,7 @@ class Message:
         """When the message was said: its ``timestamp``, else when the memory first saw it."""
         return self.timestamp or self.seen
 
-    def render(self, *, seen: bool = True) -> str:
+    def render(self, *, seen: bool = False) -> str:
         """Text of this message as shown to a scorer: ``[timestamp] speaker: text``.
 
         The speaker is :func:`ctxmgmt.framing.speaker_label` (the name, or the role; a name that
@@ -196,8 +197,9 @@ class Message:
         in the text can never start a speaker line of its own in a transcript.
 
         Args:
-            seen: Show the ``seen`` stamp of a message without a timestamp (default True);
-                False gives the content the turn fingerprint covers.
+            seen: Show the ``seen`` stamp of a message without a timestamp (for summarisers
+                that anchor relative dates, :attr:`Turn.dated_text`); default False, the
+                content that scoring reads and the turn fingerprint covers.
         """
         speaker = speaker_label(self.name, self.role)  # a name is data: never another role
         time = self.time if seen else self.timestamp
@@ -257,23 +259,31 @@ class Turn:
 
     @functools.cached_property
     def text(self) -> str:
-        """The turn as one text unit, one rendered message per line (used for scoring; computed once)."""
+        """The turn as one text unit, one rendered message per line (used for scoring; computed once).
+
+        Messages show their own ``timestamp``; first-seen stamps are left out, so scoring and
+        the fingerprint do not depend on when the memory saw the turn.
+        """
         return "\n".join(m.render() for m in self.messages)
+
+    @functools.cached_property
+    def dated_text(self) -> str:
+        """:attr:`text` with first-seen stamps too: what a summariser reads to anchor relative dates."""
+        if not any(m.seen and not m.timestamp for m in self.messages):
+            return self.text
+        return "\n".join(m.render(seen=True) for m in self.messages)
 
     @functools.cached_property
     def fingerprint(self) -> str:
         """Stable content hash (SHA-1 of :attr:`text` as UTF-8); equal turns share derived state.
 
-        The ``seen`` stamps of messages without a timestamp are left out (the text is
-        rendered without them), so a turn keeps its fingerprint whether or not, and
-        whenever, the memory stamped it; a message's own ``timestamp`` is content and counts.
+        First-seen stamps are not part of :attr:`text`, so a turn keeps its fingerprint
+        whether or not, and whenever, the memory stamped it; a message's own ``timestamp``
+        is content and counts.
         Message text is already clean (:func:`clean_text`); ``surrogatepass`` only makes sure
         that no text can ever make the hash raise.
         """
-        text = self.text
-        if any(m.seen and not m.timestamp for m in self.messages):
-            text = "\n".join(m.render(seen=False) for m in self.messages)
-        return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return hashlib.sha1(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def chain_hashes(turns: Sequence[Turn], previous: str = "") -> list[str]:

@@ -11,7 +11,7 @@ from llama_index.core.base.llms.types import MessageRole
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.components.entities import Entity
-from ctxmgmt.strategies.acm import DEFAULT_TOKEN_BUDGET, ENTITY_HEADER, MIN_TOKEN_BUDGET, ACMStrategy
+from ctxmgmt.strategies.acm import ENTITY_HEADER, MIN_TOKEN_BUDGET, ACMConfig, ACMStrategy
 from langchain_ctxmgmt.acm_memory import ACMTieredBuffer as LCACMTieredBuffer
 from llamaindex_ctxmgmt.acm_memory import ACMTieredBuffer as LIACMTieredBuffer
 from tests.adapters.test_langchain_contract import TURNS, LangChainMemoryContract, fill, sent_tokens, words
@@ -22,6 +22,8 @@ from tests.adapters.test_llamaindex_contract import (
     is_subsequence,
 )
 from tests.helpers import MEMORY_HEAD, is_lc_memory, is_li_memory, memory_body
+
+DEFAULT_TOKEN_BUDGET = ACMConfig.param("token_budget").default
 
 
 class CapitalisedExtractor:

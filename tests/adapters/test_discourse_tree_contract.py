@@ -7,7 +7,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from ctxmgmt import ConfigurationError
 from ctxmgmt.components.decider import THETA_FORK, EmbeddedDecider, LLMDecider
-from ctxmgmt.strategies.discourse_tree import CANDIDATES, SUMMARY_ITEMS, DiscourseTreeStrategy
+from ctxmgmt.strategies.discourse_tree import DiscourseTreeConfig, DiscourseTreeStrategy
 from langchain_ctxmgmt import DiscourseTreeMemory as LCDiscourseTreeMemory
 from llamaindex_ctxmgmt import DiscourseTreeMemory as LIDiscourseTreeMemory
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, LangChainMemoryContract, fill
@@ -18,6 +18,8 @@ from tests.adapters.test_llamaindex_contract import (
     turns_present,
 )
 from tests.helpers import is_lc_memory, memory_body
+
+CANDIDATES, SUMMARY_ITEMS = (DiscourseTreeConfig.param(n).default for n in ("candidates", "summary_items"))
 
 
 class TestLangChainDiscourseTreeMemory(LangChainMemoryContract):

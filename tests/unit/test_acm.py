@@ -15,13 +15,15 @@ from ctxmgmt import BudgetExceededError, ConfigurationError, Message, Turn, buil
 from ctxmgmt.budget import message_tokens
 from ctxmgmt.components.entities import Entity
 from ctxmgmt.strategies.acm import (
-    DEFAULT_TOKEN_BUDGET,
     ENTITY_HEADER,
     MIN_TOKEN_BUDGET,
     SUMMARY_HEADER,
+    ACMConfig,
     ACMStrategy,
     EntityRecord,
 )
+
+DEFAULT_TOKEN_BUDGET = ACMConfig.param("token_budget").default
 
 
 def words(text: str) -> int:
@@ -464,7 +466,11 @@ def test_the_budget_parameter_and_check_min_budget_share_one_rule():
 
 
 def test_config_object_keywords_and_paper():
-    from ctxmgmt.strategies.acm import SUMMARY_LIMIT, UNMODIFIED_RATIO, ACMConfig
+    from ctxmgmt.strategies.acm import ACMConfig
+
+    UNMODIFIED_RATIO, SUMMARY_LIMIT = (
+        ACMConfig.param(n).default for n in ("unmodified_ratio", "summary_limit")
+    )
 
     s = ACMStrategy(ACMConfig(token_budget=400), entity_extractor=CountingExtractor(), summary_limit=40)
     assert (s.token_budget, s.summary_limit, s.unmodified_ratio) == (400, 40, UNMODIFIED_RATIO)

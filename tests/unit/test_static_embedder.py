@@ -15,8 +15,8 @@ from ctxmgmt import ComponentError, ConfigurationError, KadaneDialStrategy, Mess
 from ctxmgmt.components import StaticEmbedder
 from ctxmgmt.components.embedder import as_embedder
 from ctxmgmt.components.static_embedder import STATIC_MODEL, load_static_model, shipped_model_paths
-from ctxmgmt.sessions import SessionPool
 from ctxmgmt.store import SQLiteStore
+from ctxmgmt.testing import StatePool
 from ctxmgmt.types import group_turns
 
 pytest.importorskip("tokenizers", reason="the local extra is not installed")
@@ -116,11 +116,11 @@ def test_state_names_its_encoder_and_never_mixes_with_another(static, tmp_path, 
     assert KadaneDialStrategy(embedder="static").stored_config()["built_with"]["embedder"] == static.name
     assert minilm_named["embedder"] != static.name
     path = tmp_path / "s.db"
-    SessionPool(lambda: KadaneDialStrategy(embedder=static), store=SQLiteStore(path)).get("a").sync(turns)
+    StatePool(lambda: KadaneDialStrategy(embedder=static), store=SQLiteStore(path)).get("a").sync(turns)
 
     # the same encoder restores the stored vectors
     with caplog.at_level(logging.WARNING):
-        same = SessionPool(lambda: KadaneDialStrategy(embedder=static), store=SQLiteStore(path)).get("a")
+        same = StatePool(lambda: KadaneDialStrategy(embedder=static), store=SQLiteStore(path)).get("a")
         same.sync(turns)
     assert "rebuilding" not in caplog.text
 
@@ -133,7 +133,7 @@ def test_state_names_its_encoder_and_never_mixes_with_another(static, tmp_path, 
     other = StaticEmbedder(tmp_path / "other.npz", tokenizer)
     assert other.name != static.name
     with caplog.at_level(logging.WARNING):
-        rebuilt = SessionPool(lambda: KadaneDialStrategy(embedder=other), store=SQLiteStore(path)).get("a")
+        rebuilt = StatePool(lambda: KadaneDialStrategy(embedder=other), store=SQLiteStore(path)).get("a")
         rebuilt.sync(turns)
     assert "rebuilding" in caplog.text
     np.testing.assert_allclose(rebuilt.strategy.matrix, other.embed([t.text for t in turns]), atol=1e-6)

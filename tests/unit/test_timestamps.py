@@ -136,11 +136,12 @@ def test_stamp_missing_refuses_a_now_that_is_no_time():
         stamp_missing([Message("user", "hi")], "2023-05-08")  # type: ignore[arg-type]
 
 
-def test_first_seen_stamp_is_shown_but_not_fingerprinted():
+def test_first_seen_stamp_is_shown_to_summarisers_but_not_scored_or_fingerprinted():
     plain = Turn(0, (Message("user", "I moved yesterday"), Message("assistant", "Nice")))
     stamped = Turn(0, tuple(stamp_missing(plain.messages, NOW)))
     later = Turn(0, tuple(stamp_missing(plain.messages, NOW + dt.timedelta(days=9))))
-    assert stamped.text.startswith("[2023-05-08T13:56:00+00:00] user: I moved yesterday")
+    assert stamped.dated_text.startswith("[2023-05-08T13:56:00+00:00] user: I moved yesterday")
+    assert stamped.text == plain.text == plain.dated_text  # scoring reads no first-seen stamp
     assert stamped.fingerprint == plain.fingerprint == later.fingerprint
     own = Turn(0, (Message("user", "I moved yesterday", timestamp="2023-05-08"), plain.messages[1]))
     assert own.fingerprint != plain.fingerprint  # a timestamp of its own is content

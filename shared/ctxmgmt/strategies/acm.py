@@ -31,26 +31,11 @@ logger = logging.getLogger(__name__)
 
 LOG_ENTRIES = 200
 """Tier events kept in the log (the newest; persisted numbered, see :class:`CappedLog`)."""
-DEFAULT_TOKEN_BUDGET = 2000
-"""Token budget when none is given (the issue's ``from_defaults(token_limit=2000)``)."""
 MIN_TOKEN_BUDGET = 16
 """Smallest budget accepted at construction, in tokens: one message (4 tokens of overhead)
 plus a short tier header and one entity. Below it every memory raises ConfigurationError."""
-UNMODIFIED_RATIO = 0.75
-"""Share of the budget the verbatim tier (UNC) keeps while it has turns; 0.75 per ACM 5."""
-SUMMARY_LIMIT = 120
-"""Most tokens of one summary; 120 per ACM 4 (best ROUGE-L for up to 20 turns)."""
 MIN_SUMMARY_TOKENS = 8
 """Smallest room for a summary's text, in tokens; with less the turns go straight to entities."""
-SUMMARY_SHARE = 0.6
-"""Share of the non-verbatim band (1 - unmodified_ratio) for the summarised tier (SMC); the
-rest is the entity tier (EEC). ACM leaves the split open."""
-RECALL_SHARE = 0.5
-"""Share of the non-verbatim band that query recall may take before summaries and entities."""
-QUERY_SHARE = 0.5
-"""Share of the verbatim floor for the turns the query needs (beyond ACM); 0.5 measured on
-LoCoMo dev: containment at 1k/2k/4k tokens moves little from 0.5 to 1.0, and the other half
-keeps the newest turns for follow-ups."""
 SUMMARY_HEADER = "Summary of earlier turns:"
 """First line of the summarised tier's block."""
 ENTITY_HEADER = "Entities mentioned in the oldest turns (type; turn; time; mentions):"
@@ -149,25 +134,25 @@ class ACMConfig(MemoryConfig):
     """Parameters of :class:`ACMStrategy`; ``ACMConfig.paper()`` is ACM as published (no query recall)."""
 
     token_budget: int = param(
-        DEFAULT_TOKEN_BUDGET,
+        2000,
         "Budget of the tier cascade, in tokens (adapters feed their own budget into it); at least 16, "
         "the smallest budget the tiers work with.",
         ge=MIN_TOKEN_BUDGET,
         budget=True,
     )
     unmodified_ratio: float = param(
-        UNMODIFIED_RATIO, "Share of the budget the verbatim tier (UNC) keeps; 0.75 per ACM 5.", gt=0, le=1
+        0.75, "Share of the budget the verbatim tier (UNC) keeps; 0.75 per ACM 5.", gt=0, le=1
     )
-    summary_limit: int = param(SUMMARY_LIMIT, "Most tokens of one summary; 120 per ACM 4.", ge=1)
+    summary_limit: int = param(120, "Most tokens of one summary; 120 per ACM 4.", ge=1)
     summary_share: float = param(
-        SUMMARY_SHARE,
+        0.6,
         "Share of the non-verbatim band for the summarised tier (SMC), the rest is entities (EEC); "
         "ACM leaves the split open.",
         ge=0,
         le=1,
     )
     recall_share: float = param(
-        RECALL_SHARE,
+        0.5,
         "Share of the non-verbatim band query recall may take before summaries and entities.",
         ge=0,
         le=1,
@@ -176,8 +161,11 @@ class ACMConfig(MemoryConfig):
         True, "Bring back, verbatim, the entity-tier turns behind entities the query mentions (beyond ACM)."
     )
 
+    # Share of the verbatim floor for the turns the query needs (beyond ACM); 0.5 measured on LoCoMo dev:
+    # containment at 1k/2k/4k tokens moves little from 0.5 to 1.0, and the other half keeps the newest
+    # turns for follow-ups.
     query_share: float = param(
-        QUERY_SHARE,
+        0.5,
         "Share of the verbatim floor given to the turns the query needs, found as KadaneDial finds "
         "spans on BM25 relevance (beyond ACM; 0 = newest turns only, as published).",
         ge=0,
@@ -219,7 +207,12 @@ def _facts_of(entities: Sequence[Any], time: str) -> list[str]:
 
 
 def _turn_time(turn: Turn) -> str:
-    return next((m.time for m in turn.messages if m.time), "") or ""
+    """The turn's own time (a message's ``timestamp``), shown in entity lines; "" when undated.
+
+    A first-seen stamp is not shown: it would cost every entity line tokens for a time the
+    conversation never stated.
+    """
+    return next((m.timestamp for m in turn.messages if m.timestamp), "") or ""
 
 
 class ACMStrategy(Strategy):
@@ -255,15 +248,9 @@ class ACMStrategy(Strategy):
     at construction.
 
     Args:
-        token_budget: Budget of the cascade, in tokens (adapters pass their own budget);
-            default 2000. At least 16 (:data:`MIN_TOKEN_BUDGET`).
-        unmodified_ratio: Share of the budget kept verbatim, in (0, 1]; 0.75 per ACM 5.
-        summary_limit: Most tokens per summary; 120 per ACM 4.
-        summary_share: Share of the non-verbatim band for summaries, in [0, 1]; default 0.6.
-        recall_share: Share of the non-verbatim band query recall may take first, in [0, 1];
-            default 0.5.
-        query_recall: Bring back the turns behind entities the query mentions; default True.
-        query_share: Share of the verbatim floor for query spans, in [0, 1]; default 0.5.
+        config: An :class:`ACMConfig`; default the defaults. Keywords override it.
+        **params: The method's parameters, declared once in :class:`ACMConfig`
+            (``token_budget``, ``unmodified_ratio``, ``summary_limit``, ...), with their defaults.
         summarizer: A Summarizer or ``prompt -> text`` callable (an LLM); default the offline
             ``ExtractiveSummarizer(compact=True)`` (facts in fewer tokens, relative dates anchored).
         entity_extractor: An EntityExtractor or ``text -> entities`` callable; default spaCy

@@ -60,12 +60,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CANDIDATES = 3
-"""Nodes of the active tree shown to the branch decider (the fork node first)."""
-SUMMARY_ITEMS = 8
-"""Most node summaries per topic or branch summary: the first node and the newest ones."""
-RECENT_TURNS = 0
-"""Newest turns always shown verbatim even when off the active path (0 as in Context-Agent)."""
 MAX_PATH_VIEWS = 32
 """Newest nodes of the active path shown to the branch decider (the embedded one reads the last;
 the LLM one lists them): the work of one turn does not grow with the length of a topic."""
@@ -73,38 +67,6 @@ WINDOW_NODES = 3
 """Nodes in a tree's recent window, whose mean cosine the shift model reads (TopicView.window)."""
 HEADER = "Summaries of the other topics and branches of this conversation:"
 """First line of the summary block."""
-SUMMARY_WORDS = 8
-"""Longest node summary of the default summariser, in words (MT-Bench+ dev: 8 keeps the
-context under half of the history's tokens)."""
-RECALL_TOPICS = 3
-"""Most earlier topics whose matching turns come back verbatim (0: Context-Agent, the path only)."""
-RECALL_RATIO = 0.65
-"""Share of the best topic's relevance another topic needs to come back too (MT-Bench+ dev)."""
-RECALL_WINDOW = 3
-"""Turns of a recalled topic, each side of its matching turn, that come back with it."""
-SUMMARY_SECTIONS = 1
-"""Most topic and branch summaries in the summary block, the most similar to the query
-(MT-Bench+ dev: more of them cost tokens and bring back no turn; one costs about 0.15 of the
-history's tokens; None: all, as in Context-Agent)."""
-SUMMARY_SHARE = 0.3
-"""Share of the history's tokens above which the verbatim turns, when they come from more than one
-topic (the query brought earlier topics back), leave the summary block out: the context already
-spans the topics the query reaches, and a summary costs about 40 framed tokens before its first
-word (MT-Bench+ dev: verbatim recall unchanged, token ratio 0.568 -> 0.491). A context of one
-topic keeps its summaries, as in Context-Agent."""
-KEY_TERMS = 4
-"""Most names, numbers and dates a topic or branch summary lists beside its node summaries."""
-FOLLOW_ON_WORDS = 12
-"""Longest opening user message (in words) of a topic tree that, for recall, may carry on the topic
-of the turn before it (0: never). Short openings are mostly follow-ups the decider split off: on
-MT-Bench+ dev, 22 of the 24 trees opened by <= 12 words split a gold topic, 2 of the 34 longer
-openings did. Only after an instruction (:data:`INSTRUCTION_WORDS`)."""
-INSTRUCTION_WORDS = 20
-"""Shortest opening (in words) of a topic that a short opening may carry on: a request with
-content ("Compose a blog post about ... highlighting ..."), or a topic that itself carries one
-on. In a chat of short messages on distinct topics ("My sourdough starter smells like acetone.")
-no topic opens with one, so none is linked (MT-Bench+ dev: 20 of the 22 short openings that
-split a gold topic follow such a topic)."""
 LINKED_TREES = 7
 """Most topic trees, a recalled one included, that come back together through follow-on links."""
 
@@ -127,47 +89,55 @@ class DiscourseTreeConfig(MemoryConfig):
         le=1,
     )
     candidates: int = param(
-        CANDIDATES, "Nodes of the active tree shown to the branch decider, the fork node first.", ge=1
+        3, "Nodes of the active tree shown to the branch decider, the fork node first.", ge=1
     )
     summary_items: int = param(
-        SUMMARY_ITEMS,
+        8,
         "Most node summaries per topic or branch summary (the first node and the newest ones).",
         ge=1,
     )
     recent_turns: int = param(
-        RECENT_TURNS,
+        0,
         "Newest turns always shown verbatim even off the active path (0 as in Context-Agent).",
         ge=0,
     )
     summary_words: int = param(
-        SUMMARY_WORDS,
+        8,
         "Longest node summary of the default summariser, in words (8: on MT-Bench+ dev the context "
         "stays under half of the history's tokens).",
         ge=1,
     )
     recall_topics: int = param(
-        RECALL_TOPICS,
+        3,
         "Most earlier topics whose matching turns come back verbatim (0: Context-Agent's path only).",
         ge=0,
     )
     recall_ratio: float = param(
-        RECALL_RATIO,
+        0.65,
         "Share of the best topic's relevance another topic needs to come back too (MT-Bench+ dev).",
         ge=0,
         le=1,
     )
     recall_window: int = param(
-        RECALL_WINDOW, "Turns of a recalled topic, each side of its matching turn, that come back.", ge=0
+        3, "Turns of a recalled topic, each side of its matching turn, that come back.", ge=0
     )
+    # Most topic and branch summaries in the summary block, the most similar to the query (MT-Bench+ dev:
+    # more of them cost tokens and bring back no turn; one costs about 0.15 of the history's tokens; None:
+    # all, as in Context-Agent).
     summary_sections: int | None = param(
-        SUMMARY_SECTIONS,
+        1,
         "Most topic and branch summaries shown, the most similar first (None: all, as in Context-Agent).",
         kind=int,
         optional=True,
         ge=0,
     )
+    # Share of the history's tokens above which the verbatim turns, when they come from more than one
+    # topic (the query brought earlier topics back), leave the summary block out: the context already
+    # spans the topics the query reaches, and a summary costs about 40 framed tokens before its first word
+    # (MT-Bench+ dev: verbatim recall unchanged, token ratio 0.568 -> 0.491). A context of one topic keeps
+    # its summaries, as in Context-Agent.
     summary_share: float | None = param(
-        SUMMARY_SHARE,
+        0.3,
         "Share of the history's tokens above which verbatim turns of several topics leave the summary "
         "block out (0.3, MT-Bench+ dev; None: never, as in Context-Agent).",
         kind=float,
@@ -175,16 +145,25 @@ class DiscourseTreeConfig(MemoryConfig):
         ge=0,
     )
     key_terms: int = param(
-        KEY_TERMS, "Most names, numbers and dates a topic or branch summary lists (0: none).", ge=0
+        4, "Most names, numbers and dates a topic or branch summary lists (0: none).", ge=0
     )
+    # Longest opening user message (in words) of a topic tree that, for recall, may carry on the topic of
+    # the turn before it (0: never). Short openings are mostly follow-ups the decider split off: on
+    # MT-Bench+ dev, 22 of the 24 trees opened by <= 12 words split a gold topic, 2 of the 34 longer
+    # openings did. Only after an instruction (``instruction_words``).
     follow_on_words: int = param(
-        FOLLOW_ON_WORDS,
+        12,
         "Longest opening user message (words) of a topic that, for recall, carries on the topic of "
         "the turn before it when that topic opened with an instruction (0: never; 12, MT-Bench+ dev).",
         ge=0,
     )
+    # Shortest opening (in words) of a topic that a short opening may carry on: a request with content
+    # ("Compose a blog post about ... highlighting ..."), or a topic that itself carries one on. In a chat
+    # of short messages on distinct topics ("My sourdough starter smells like acetone.") no topic opens
+    # with one, so none is linked (MT-Bench+ dev: 20 of the 22 short openings that split a gold topic
+    # follow such a topic).
     instruction_words: int = param(
-        INSTRUCTION_WORDS,
+        20,
         "Shortest opening (words) of a topic that a short opening may carry on (20, MT-Bench+ dev).",
         ge=1,
     )
@@ -451,12 +430,8 @@ class DiscourseTreeStrategy(Strategy):
         summarizer: A Summarizer or a ``prompt -> text`` callable (``LLMSummarizer``, one call
             per turn); default :class:`~ctxmgmt.components.summarizer.BriefSummarizer` of
             ``summary_words`` words (no LLM).
-        theta_fork: Cosine the fork node needs for the branch filter to fire; 0.35 (MiniLM;
-            Context-Agent 3.3 step 3 leaves the value open).
-        candidates: Nodes shown to the branch decider; default 3.
-        summary_items: Most node summaries per topic or branch summary; default 8.
-        recent_turns: Newest turns always shown verbatim even off the active path; default 0.
-        summary_words: Longest node summary of the default summariser, in words; default 8.
+        **params: The method's parameters, declared once in :class:`DiscourseTreeConfig`
+            (``theta_fork``, ``candidates``, ``summary_items``, ...), with their defaults.
 
     Attributes:
         llm_calls: LLM calls made by the decider and the summarizer (0 by default).

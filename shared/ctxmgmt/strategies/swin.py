@@ -286,7 +286,7 @@ class SWinStrategy(Strategy):
             serial = self._serial
             self._serial += 1
             job = (self._generation, self._session, serial, start, start + len(turns) - 1)
-        text = "\n".join(t.text for t in turns)
+        text = "\n".join(t.dated_text for t in turns)  # first-seen stamps anchor relative dates
         if self.background and not wait:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swin-summarizer")

@@ -415,7 +415,7 @@ class TopicThreadStrategy(Strategy):
 
     def _insert(self, turn: Turn, vector: np.ndarray, *, peak: float | None) -> None:
         t = turn.index
-        items = [[text, t] for text in self._compress([], turn.text)]
+        items = [[text, t] for text in self._compress([], turn.dated_text)]
         slot = Slot(
             id=self._next_id, items=items, turns=[t], vector_sum=vector.tolist(), last_retrieved=t, created=t
         )
@@ -427,7 +427,7 @@ class TopicThreadStrategy(Strategy):
 
     def _revise(self, slot: Slot, turn: Turn, vector: np.ndarray, peak: float) -> None:
         t = turn.index
-        new = self._compress(slot.state, turn.text)
+        new = self._compress(slot.state, turn.dated_text)
         slot.items.extend([text, t] for text in new)
         slot.turns.append(t)
         slot.vector_sum = (self._slot_sum(slot) + vector).tolist()

@@ -5,7 +5,7 @@ that is not the data's (the server is down, the disk is gone: a :class:`StoreErr
 neither a lost compare-and-set nor a corrupt record, or any other exception from the
 backend). The circuit then *opens*: every call fails at once with :class:`StoreUnavailableError`
 (a :class:`StoreError`, so a session works in process for that call, see
-:mod:`ctxmgmt.sessions`) while a background thread retries the store with exponential
+:mod:`ctxmgmt.stored_state`) while a background thread retries the store with exponential
 backoff (a store's ``ping()`` if it has one, else a load of an unused key; then its
 ``reconnect()`` if it has one, as :class:`~ctxmgmt.store.PostgresStore` does to replace pools
 still waiting out their own reconnection backoff). A call made while the circuit is open

@@ -1,6 +1,9 @@
 # Two commands on a fresh machine with Python 3.11:
-#   make demo   set everything up, replay the shipped conversation and run the benchmark
+#   make demo   set everything up, replay the shipped conversation through every memory and
+#               run a short benchmark (one LoCoMo dialogue)
 #   make test   set everything up, lint (ruff, mypy) and run the test suite
+# and the full benchmark (every dialogue, per-category tables; progress lines on stderr):
+#   make bench
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,8 +24,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxmgmt demo
-	@if [ -f "$(DATA)" ]; then $(BIN)/ctxmgmt bench "$(DATA)"; \
+	@if [ -f "$(DATA)" ]; then $(BIN)/ctxmgmt bench "$(DATA)" --quick; \
 	else echo "no $(DATA): skipping the benchmark (pass DATA=path/to/locomo.json)"; fi
+	@echo "The full benchmark (every dialogue; several minutes): make bench"
 
 bench: $(VENV)/.installed
 	$(BIN)/ctxmgmt bench "$(DATA)" --categories

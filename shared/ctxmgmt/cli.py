@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,13 @@ def _category_label(category: str) -> str:
     return f"{category} {name}" if name else (category or "(none)")
 
 
+QUICK_DIALOGUES = 1
+"""Dialogues ``ctxmgmt bench --quick`` measures (the first of the data; ``--dialogues`` overrides)."""
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark and print (and optionally save and plot) the results."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from ctxmgmt.bench.baselines import baselines as make_baselines
     from ctxmgmt.bench.data import load_dialogues
@@ -60,8 +63,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ctxmgmt.registry import MEMORIES, REFERENCES
 
     json_to_stdout = args.json == "-"
-    stream = sys.stderr if json_to_stdout else sys.stdout
-    console = Console(stderr=json_to_stdout, width=None if stream.isatty() else 180)
+    console = Console(stderr=json_to_stdout)
     paths = [Path(p) for p in (args.data or [DEFAULT_DATA])]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -70,8 +72,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
         return 2
     dialogues = [d for p in paths for d in load_dialogues(p)]
-    if args.limit:
-        dialogues = dialogues[: args.limit]
+    limit = args.limit or (QUICK_DIALOGUES if args.quick else 0)
+    if limit:
+        dialogues = dialogues[:limit]
     memories = dict(MEMORIES)
     references = {} if args.no_references else dict(REFERENCES)
     notes: list[str] = []
@@ -98,84 +101,41 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.no_progress,
-    ) as progress:
-
-        def hook(name: str, total: int) -> Any:
-            task = progress.add_task(f"{name:<36}", total=total)
-            return lambda n: progress.advance(task, n)
-
+    rows = 1 + len(memories) + len(references) + len(baselines)
+    with _progress(args.no_progress, rows) as hook:
         results = run_all(
             dialogues, memories=memories, references=references, baselines=baselines, progress=hook
         )
 
+    turns = sum(len(d.turns) for d in dialogues)
     questions = sum(len(d.questions) for d in dialogues)
-    table = Table(
-        title=f"ctxmgmt bench on {', '.join(str(p) for p in paths)} "
-        f"({len(dialogues)} dialogues, {sum(len(d.turns) for d in dialogues)} turns, {questions} questions)",
-        caption=f"Means over questions; overhead in ms of the memory's own work. Budgets: {BUDGET_NOTE}.",
-    )
-    for col in (
-        "memory",
-        "kind",
-        "evidence recall",
-        "answer containment",
-        "token ratio",
-        "add p50 ms",
-        "add p95 ms",
-        "select p50 ms",
-        "select p95 ms",
-        "LLM calls/turn",
-        "LLM calls/query",
-    ):
-        table.add_column(col, justify="left" if col in ("memory", "kind") else "right")
-    for r in results:
-        s = r.summary()
-        table.add_row(
-            s["memory"],
-            s["kind"],
-            _fmt(s["evidence_recall"]),
-            _fmt(s["answer_containment"]),
-            _fmt(s["token_ratio"]),
-            _fmt(s["add_ms_p50"]),
-            _fmt(s["add_ms_p95"]),
-            _fmt(s["select_ms_p50"]),
-            _fmt(s["select_ms_p95"]),
-            _fmt(s["llm_calls_per_turn"]),
-            _fmt(s["llm_calls_per_query"]),
+    console.print(
+        f"\nctxmgmt bench on {', '.join(str(p) for p in paths)}: {len(dialogues)} dialogues, "
+        f"{turns} turns, {questions} questions"
+        + (
+            " (--quick: a short run; `ctxmgmt bench` without it measures every dialogue)"
+            if args.quick
+            else ""
         )
-    console.print(table)
+    )
+    summaries = [r.summary() for r in results]
+    console.print(_quality_table(summaries))
+    console.print(_cost_table(summaries))
+    console.print(
+        "Means over questions. evidence: gold evidence turns sent verbatim; answer: gold answer "
+        "in what is sent; tokens: context tokens / full history tokens. Overhead in ms of the "
+        f"memory's own work. LI = LlamaIndex, LC = LangChain. Budgets: {BUDGET_NOTE}.",
+        style="dim",
+    )
     cats = sorted({q.category for r in results for q in r.questions})
-    if args.categories or len(cats) > 1:
-        cat_table = Table(title="by question category: evidence recall / answer containment / token ratio")
-        cat_table.add_column("memory")
-        for c in cats:
-            count = sum(1 for q in results[0].questions if q.category == c) if results else 0
-            cat_table.add_column(f"{_category_label(c)} ({count})", justify="right")
-        for r in results:
-            by = r.by_category()
-            cat_table.add_row(
-                r.memory,
-                *[
-                    f"{_fmt(by[c]['evidence_recall'])} / {_fmt(by[c]['answer_containment'])} / "
-                    f"{_fmt(by[c]['token_ratio'])}"
-                    if c in by
-                    else "-"
-                    for c in cats
-                ],
-            )
-        console.print(cat_table)
+    if args.categories or (len(cats) > 1 and not args.quick):
+        for key, label in CATEGORY_METRICS:
+            console.print(_category_table(results, cats, key, label))
     if args.plot:
         from ctxmgmt.bench.plots import plot_tradeoff
 
         title = f"{', '.join(p.name for p in paths)}: quality vs tokens sent"
-        written = plot_tradeoff([r.summary() for r in results], args.plot, title=title)
+        written = plot_tradeoff(summaries, args.plot, title=title)
         console.print(f"trade-off plot written to {written}")
     if args.json:
         payload = to_json(results, data=[str(p) for p in paths], notes=notes)
@@ -185,6 +145,135 @@ def cmd_bench(args: argparse.Namespace) -> int:
             Path(args.json).write_text(json.dumps(payload, indent=2), encoding="utf-8")
             console.print(f"results written to {args.json}")
     return 0
+
+
+@contextlib.contextmanager
+def _progress(disabled: bool, rows: int) -> Iterator[Any]:
+    """The progress hook of a bench run, on stderr: a bar on a terminal, plain lines otherwise.
+
+    Plain lines (:class:`ctxmgmt.bench.runner.LineProgress`) show when the output is piped or
+    logged, where a live bar would print nothing.
+    """
+    if disabled:
+        yield None
+        return
+    if not sys.stderr.isatty():
+        from ctxmgmt.bench.runner import LineProgress
+
+        progress = LineProgress(rows, sys.stderr)
+        yield progress
+        progress.write(f"done: {rows} rows in {progress.elapsed():.0f} s")
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+        count = 0
+
+        def hook(name: str, total: int) -> Any:
+            nonlocal count
+            count += 1
+            task = bar.add_task(f"{count}/{rows} {name[:28]:<28}", total=total)
+            return lambda n: bar.advance(task, n)
+
+        yield hook
+
+
+SHORT_KIND = {"full": "full", "memory": "memory", "reference": "ref", "baseline": "baseline"}
+"""How the tables name each kind of row."""
+
+CATEGORY_METRICS = (
+    ("evidence_recall", "evidence recall"),
+    ("answer_containment", "answer containment"),
+    ("token_ratio", "token ratio"),
+)
+"""Per-category tables: metric key, title."""
+
+
+def short_name(name: str) -> str:
+    """A row's name as the tables print it (LI = LlamaIndex, LC = LangChain), to fit 80 columns."""
+    return (
+        name.replace("LlamaIndex ", "LI ")
+        .replace("LangChain ", "LC ")
+        .replace(" (equal tokens)", "")
+        .replace(" settings)", ")")
+    )
+
+
+def _table(title: str) -> Any:
+    """A table that fits 80 columns: no borders, one space between columns, names never cut."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False, padding=(0, 0, 0, 1)
+    )
+    table.add_column("memory", no_wrap=True)
+    return table
+
+
+def _quality_table(summaries: Sequence[Mapping[str, Any]]) -> Any:
+    table = _table("Quality")
+    table.add_column("kind", no_wrap=True)
+    for header in ("evidence", "answer", "tokens"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for s in summaries:
+        table.add_row(
+            short_name(s["memory"]),
+            SHORT_KIND.get(s["kind"], s["kind"]),
+            _fmt(s["evidence_recall"]),
+            _fmt(s["answer_containment"]),
+            _fmt(s["token_ratio"]),
+        )
+    return table
+
+
+def _cost_table(summaries: Sequence[Mapping[str, Any]]) -> Any:
+    table = _table("Cost")
+    for header in (
+        "add ms\np50",
+        "add ms\np95",
+        "select\nms p50",
+        "select\nms p95",
+        "LLM per\nturn",
+        "LLM per\nquery",
+    ):
+        table.add_column(header, justify="right", no_wrap=True)
+    for s in summaries:
+        table.add_row(
+            short_name(s["memory"]),
+            *[
+                _fmt(s[key])
+                for key in (
+                    "add_ms_p50",
+                    "add_ms_p95",
+                    "select_ms_p50",
+                    "select_ms_p95",
+                    "llm_calls_per_turn",
+                    "llm_calls_per_query",
+                )
+            ],
+        )
+    return table
+
+
+def _category_table(results: Sequence[Any], cats: Sequence[str], key: str, label: str) -> Any:
+    """One metric per question category (LoCoMo's numbered categories named)."""
+    table = _table(f"{label.capitalize()} by question category")
+    for c in cats:
+        count = sum(1 for q in results[0].questions if q.category == c) if results else 0
+        table.add_column(f"{_category_label(c)}\n({count})", justify="right", no_wrap=True)
+    for r in results:
+        by = r.by_category()
+        table.add_row(short_name(r.memory), *[_fmt(by[c][key]) if c in by else "-" for c in cats])
+    return table
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -207,19 +296,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--questions",
         type=int,
         metavar="N",
-        help="show only the first N questions side by side (default all)",
+        help="show the first N questions (default one of each kind; the closing table covers all)",
     )
     demo.set_defaults(func=cmd_demo)
     bench = sub.add_parser("bench", help="measure memories on LoCoMo / MT-Bench+ / JSONL data")
     bench.add_argument("data", nargs="*", help=f"data files (default {DEFAULT_DATA})")
     bench.add_argument("--memory", action="append", help="only this memory (repeatable)")
-    bench.add_argument("--limit", type=int, default=0, help="only the first N dialogues")
+    bench.add_argument(
+        "--dialogues",
+        "--limit",
+        dest="limit",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the first N dialogues",
+    )
+    bench.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a short run: the first {QUICK_DIALOGUES} dialogue (unless --dialogues), no category tables",
+    )
     bench.add_argument("--json", metavar="PATH", help="write results as JSON ('-' for stdout)")
     bench.add_argument(
         "--categories", action="store_true", help="print the per-category table even for one category"
     )
     bench.add_argument("--no-references", action="store_true", help="skip the reference variants")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (default: a bar on a terminal, a line every 5 s otherwise)",
+    )
     bench.add_argument(
         "--baselines",
         action=argparse.BooleanOptionalAction,

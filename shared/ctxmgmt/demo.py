@@ -1,17 +1,19 @@
 """``ctxmgmt demo``: replay the shipped conversation and show what each memory would send.
 
-The conversation goes through every memory; then, question by question, the memories are
-shown side by side: the turns each chose, how many tokens that is against the full history,
-where the gold evidence was and whether it made it in, each memory's own account of its
-choice (``Context.explain()``) and the start of what would be sent. With a plot folder every
-memory also draws its choice (KadaneDial its relevance signal, the others their blocks).
-``rich`` (and matplotlib for plots) come with the ``[cli]`` extra and are imported inside the
-functions that use them.
+The conversation goes through every memory; then, for a few questions (one of each kind by
+default), each memory gets a short stanza: the turns it chose, how many tokens that is against
+the full history, whether the gold evidence and answer made it in, the first lines of its own
+account of its choice (``Context.explain()``) and how many messages it would send. A table of
+means over every question ends the report. With a plot folder every memory also draws its
+choice (KadaneDial its relevance signal, the others their blocks). The output is plain lines
+that fit 80 columns. ``rich`` (and matplotlib for plots) come with the ``[cli]`` extra and are
+imported inside the functions that use them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,16 +23,17 @@ from typing import Any
 from ctxmgmt.context import Context
 from ctxmgmt.data import DemoConversation, DemoQuestion, load_demo
 from ctxmgmt.exceptions import ComponentError
+from ctxmgmt.framing import MEMORY_LEAD_IN
 from ctxmgmt.memory import ConversationMemory
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
 
-__all__ = ["DEFAULT_STRATEGIES", "run_demo", "summarise"]
+__all__ = ["DEFAULT_STRATEGIES", "default_questions", "run_demo", "summarise"]
 
 DEFAULT_STRATEGIES: dict[str, Callable[[], Strategy]] = {"KadaneDialMemory": KadaneDialStrategy}
 """Fallback memories when the registry cannot be imported: display name -> strategy factory."""
-EXPLAIN_LINES = 10
-"""Lines of ``Context.explain()`` shown per memory and question."""
+WHY_LINES = 3
+"""Block lines of ``Context.explain()`` shown per memory and question."""
 
 PREVIEW_MESSAGES = 4
 """Messages shown in the preview of what would be sent."""
@@ -58,15 +61,18 @@ def run_demo(
         plot_dir: If given, one PNG per question and strategy is written there: the relevance
             signal with the chosen spans shaded for strategies that record ``z`` scores, the
             context's blocks over the turns (:func:`ctxmgmt.plot.plot_context`) for the others.
-        show: Print only the first ``show`` questions side by side (all are measured and
-            returned; the summary covers all); default all.
+        show: Print the first ``show`` questions (all are measured and returned; the
+            closing table covers all); default one question of each kind
+            (:func:`default_questions`).
 
     Returns:
         One dict per (strategy, question), in order, with keys ``strategy``, ``index``,
         ``question``, ``kind``, ``answer``, ``evidence``, ``evidence_dates``, ``selected``,
         ``spans``, ``evidence_included``, ``evidence_recall``, ``answer_in_context``,
         ``context_tokens``, ``history_tokens``, ``token_ratio``, ``select_seconds``,
-        ``preview``, ``explain`` and ``plot`` (path or None).
+        ``preview``, ``messages`` (how many would be sent), ``memory_messages`` (how many
+        of them are framed memory: summaries, entities, outlines), ``explain`` and ``plot``
+        (path or None).
 
     Raises:
         ComponentError: ``rich`` is not installed (``pip install "ctxmgmt[cli]"``).
@@ -87,17 +93,16 @@ def run_demo(
     _print_intro(console, demo)
 
     records: list[dict[str, Any]] = []
+    replay: dict[str, float] = {}
+    console.print(f"Replaying {len(demo.turns)} turns into {len(factories)} memories:")
     for name, factory in factories.items():
         started = time.perf_counter()
         memory = ConversationMemory(factory())
         memory.add_messages(demo.messages)
-        replay_seconds = time.perf_counter() - started
+        replay[name] = time.perf_counter() - started
         calls = getattr(memory.strategy, "llm_calls", None)
         console.print(
-            f"[bold]{name}[/bold]: replayed {len(demo.turns)} turns in {replay_seconds:.2f} s "
-            f"({memory.strategy.total_tokens:,} tokens of history"
-            + (f", {calls} LLM calls" if calls is not None else "")
-            + ")"
+            f"  {name}: {replay[name]:.1f} s" + (f", {calls} LLM calls" if calls is not None else "")
         )
         for k, question in enumerate(demo.questions):
             started = time.perf_counter()
@@ -109,11 +114,12 @@ def run_demo(
                     _draw(context, out_dir / f"{_slug(name)}_q{k + 1:02d}.png", question, demo)
                 )
             records.append(record)
-    console.print()
-    shown = len(demo.questions) if show is None else max(0, min(show, len(demo.questions)))
-    for k in range(shown):
-        _print_side_by_side(console, [r for r in records if r["index"] == k])
-    _print_summary(console, records)
+    shown = (
+        default_questions(demo.questions) if show is None else range(max(0, min(show, len(demo.questions))))
+    )
+    for k in shown:
+        _print_question(console, [r for r in records if r["index"] == k])
+    _print_summary(console, records, replay)
     return records
 
 
@@ -191,6 +197,8 @@ def _record(
         "token_ratio": context.token_ratio,
         "select_seconds": seconds,
         "preview": _preview(context),
+        "messages": len(context.messages()),
+        "memory_messages": sum(m.text.startswith(MEMORY_LEAD_IN) for m in context.messages()),
         "explain": context.explain(),
         "plot": None,
     }
@@ -236,106 +244,114 @@ def _print_intro(console: Any, demo: DemoConversation) -> None:
     from rich.panel import Panel
 
     sessions = ", ".join(
-        f"{date} (turns {start}-{end - 1})"
+        f"{date.split(' ', 1)[-1]} ({end - start} turns)"
         for date, start, end in zip(
             demo.session_dates, demo.session_starts, [*demo.session_starts[1:], len(demo.turns)], strict=True
         )
     )
     console.print(
         Panel(
-            f"{demo.title}\n\n{len(demo.turns)} turns in {len(demo.session_dates)} sessions: {sessions}\n"
-            f"{len(demo.questions)} questions, each asked after the whole conversation.",
+            f"{demo.title}\n\n{len(demo.turns)} turns in {len(demo.session_dates)} sessions: {sessions}.\n"
+            f"{len(demo.questions)} questions, each asked after the whole conversation. Per memory: "
+            "the turns it chose, the tokens that is, whether the gold evidence and answer are in "
+            "it, why (its own account, first lines) and what it would send.",
             title="ctxmgmt demo",
-            expand=True,
         )
     )
 
 
-def _print_side_by_side(console: Any, records: Sequence[Mapping[str, Any]]) -> None:
-    """One question, one column per memory."""
-    from rich.panel import Panel
-    from rich.table import Table
+def default_questions(questions: Sequence[DemoQuestion]) -> list[int]:
+    """Indices of the questions the demo shows by default: the first of each kind."""
+    seen: dict[str, int] = {}
+    for k, question in enumerate(questions):
+        seen.setdefault(question.kind, k)
+    return sorted(seen.values())
+
+
+def _line(console: Any, text: Any, indent: int = 0) -> None:
+    """One line, cut with an ellipsis at the console's width (never wrapped)."""
+    from rich.text import Text
+
+    line = Text(" " * indent) + (text if isinstance(text, Text) else Text(str(text)))
+    line.truncate(max(20, console.width), overflow="ellipsis")
+    console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def _print_question(console: Any, records: Sequence[Mapping[str, Any]]) -> None:
+    """One question, then one short stanza per memory (fits 80 columns)."""
     from rich.text import Text
 
     if not records:
         return
     first = records[0]
-    table = Table(show_lines=True, expand=True)
-    table.add_column("", style="bold", no_wrap=True, width=12)
+    console.print()
+    console.rule(Text(f"Q{int(first['index']) + 1} ({first['kind']})", style="bold"), align="left")
+    console.print(Text(str(first["question"]), style="bold"))
+    dates = ", ".join(f"{t} ({d})" for t, d in zip(first["evidence"], first["evidence_dates"], strict=True))
+    console.print(Text(f"gold answer: {first['answer']!r}; evidence turn(s): {dates}"))
+    console.print(Text(f"full history: {first['history_tokens']:,} tokens"))
     for record in records:
-        table.add_column(str(record["strategy"]), overflow="fold", ratio=1)
-    table.add_row("chosen turns", *[Text(_span_text(r["spans"])) for r in records])
-    table.add_row(
-        "tokens",
-        *[
-            Text(f"{r['context_tokens']:,} of {r['history_tokens']:,} ({r['token_ratio']:.1%})")
-            for r in records
-        ],
-    )
-    table.add_row("evidence", *[_evidence_text(r) for r in records])
-    table.add_row(
-        "answer sent",
-        *[Text("yes", style="green") if r["answer_in_context"] else Text("no", style="red") for r in records],
-    )
-    table.add_row(
-        "explain", *[Text(_clip_lines(str(r["explain"]), EXPLAIN_LINES), style="cyan") for r in records]
-    )
-    table.add_row("would send", *[Text(str(r["preview"]), style="dim") for r in records])
-    if any(r.get("plot") for r in records):
-        table.add_row("picture", *[Text(str(r.get("plot") or "-")) for r in records])
-    dates = ", ".join(
-        f"turn {t} ({d})" for t, d in zip(first["evidence"], first["evidence_dates"], strict=True)
-    )
-    title = f"Q{int(first['index']) + 1} [{first['kind']}] {first['question']}"
-    console.print(
-        Panel(
-            table,
-            title=Text(title, style="bold"),
-            title_align="left",
-            subtitle=Text(f"gold answer: {first['answer']} — evidence: {dates}"),
-            subtitle_align="left",
-        )
-    )
+        head = Text()
+        head.append(str(record["strategy"]), style="bold")
+        head.append(f": {record['context_tokens']:,} tokens ({record['token_ratio']:.1%}), evidence ")
+        head.append_text(_evidence_text(record))
+        head.append(", answer ")
+        head.append(*("sent", "green") if record["answer_in_context"] else ("not sent", "red"))
+        _line(console, head)
+        _line(console, f"turns {_span_text(record['spans'])}", indent=2)
+        blocks = _block_lines(str(record["explain"]))
+        for k, block in enumerate(blocks[:WHY_LINES]):
+            _line(console, Text(("why: " if k == 0 else "     ") + block, style="cyan"), indent=2)
+        if len(blocks) > WHY_LINES:
+            _line(console, Text(f"     ... {len(blocks) - WHY_LINES} more blocks", style="cyan"), indent=2)
+        _line(console, Text(_sends(record), style="dim"), indent=2)
+        if record.get("plot"):
+            _line(console, f"picture: {record['plot']}", indent=2)
+
+
+def _block_lines(explain: str) -> list[str]:
+    """The lines of ``Context.explain()`` that account for a block of the context."""
+    lines = [line.strip() for line in explain.splitlines() if line.startswith("  [")]
+    return [re.sub(r"^\[turns\] turns ", "turns ", line) for line in lines]
+
+
+def _sends(record: Mapping[str, Any]) -> str:
+    """How many messages a memory would send, and how many of them are framed memory."""
+    count, framed = int(record.get("messages", 0)), int(record.get("memory_messages", 0))
+    if not framed:
+        return f"sends {count} messages, all verbatim from the history"
+    return f"sends {count} messages: {framed} framed as memory, {count - framed} verbatim"
 
 
 def _evidence_text(record: Mapping[str, Any]) -> Any:
     from rich.text import Text
 
-    text = Text()
-    included = set(record["evidence_included"])
-    for k, turn in enumerate(record["evidence"]):
-        if k:
-            text.append(", ")
-        mark, style = ("✓", "green") if turn in included else ("✗", "red")
-        text.append(f"{turn} {mark}", style=style)
-    text.append(f" ({float(record['evidence_recall']):.0%})")
-    return text
+    evidence = list(record["evidence"])
+    included = len(record["evidence_included"])
+    return Text(f"{included}/{len(evidence)}", style="green" if included == len(evidence) else "red")
 
 
-def _clip_lines(text: str, limit: int) -> str:
-    lines = text.splitlines()
-    if len(lines) <= limit:
-        return text
-    return "\n".join([*lines[:limit], f"… {len(lines) - limit} more lines"])
-
-
-def _print_summary(console: Any, records: Sequence[Mapping[str, Any]]) -> None:
+def _print_summary(console: Any, records: Sequence[Mapping[str, Any]], replay: Mapping[str, float]) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Summary (means over the questions)")
+    questions = {int(r["index"]) for r in records}
+    table = Table(
+        title=f"All {len(questions)} questions: means per memory",
+        box=box.SIMPLE_HEAD,
+        caption="evidence: gold turns sent verbatim; answer: gold answer in what is sent",
+    )
     table.add_column("memory", no_wrap=True)
-    table.add_column("questions", justify="right")
-    table.add_column("evidence recall", justify="right")
-    table.add_column("answer in context", justify="right")
-    table.add_column("token ratio", justify="right")
-    table.add_column("select time", justify="right")
+    for header in ("evidence", "answer", "of history", "select ms", "replay s"):
+        table.add_column(header, justify="right", no_wrap=True)
     for name, row in summarise(records).items():
         table.add_row(
             name,
-            f"{int(row['questions'])}",
             f"{row['evidence_recall']:.0%}",
             f"{row['answer_in_context']:.0%}",
             f"{row['token_ratio']:.1%}",
-            f"{row['select_ms']:.1f} ms",
+            f"{row['select_ms']:.1f}",
+            f"{replay.get(name, float('nan')):.1f}",
         )
+    console.print()
     console.print(table)

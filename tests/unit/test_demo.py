@@ -157,6 +157,47 @@ def test_run_demo_several_strategies(demo, hashing_embedder, quiet_console):
     assert set(summarise(records)) == {"a", "b memory"}
 
 
+def test_run_demo_output_fits_80_columns(demo, hashing_embedder):
+    rich_console = pytest.importorskip("rich.console")
+    from ctxmgmt.demo import default_questions, run_demo
+    from ctxmgmt.strategies import SWinStrategy
+
+    console = rich_console.Console(file=io.StringIO(), width=80, force_terminal=False)
+    records = run_demo(
+        strategies={
+            "KadaneDialMemory": lambda: KadaneDialStrategy(embedder=hashing_embedder),
+            "SWinSummaryBuffer": SWinStrategy,
+        },
+        console=console,
+    )
+    output = console.file.getvalue()
+    lines = output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    shown = default_questions(demo.questions)
+    assert sorted({demo.questions[k].kind for k in shown}) == sorted(KINDS)  # one of each kind
+    for k, q in enumerate(demo.questions):
+        assert (f"Q{k + 1} ({q.kind})" in output) == (k in shown)
+    assert len(lines) < 40 + 25 * len(shown)  # short: a stanza per memory, not a wide table
+    assert f"All {len(demo.questions)} questions" in output
+    for record in records:
+        assert record["messages"] >= record["memory_messages"] >= 0
+    swin = [r for r in records if r["strategy"] == "SWinSummaryBuffer"]
+    assert all(r["memory_messages"] == 1 for r in swin)  # its summary, framed as memory
+    assert "framed as memory" in output
+
+
+def test_run_demo_show_first_questions(demo, hashing_embedder, quiet_console):
+    from ctxmgmt.demo import run_demo
+
+    run_demo(
+        strategies={"KadaneDialMemory": lambda: KadaneDialStrategy(embedder=hashing_embedder)},
+        console=quiet_console,
+        show=2,
+    )
+    output = quiet_console.file.getvalue()
+    assert "Q1 (" in output and "Q2 (" in output and "Q3 (" not in output
+
+
 @pytest.mark.slow
 def test_run_demo_writes_one_plot_per_question(demo, hashing_embedder, quiet_console, tmp_path):
     pytest.importorskip("matplotlib")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from ctxmgmt.bench.data import Dialogue
 from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile
@@ -229,6 +229,67 @@ def to_json(
 
 ProgressHook = Callable[[str, int], Callable[[int], None]]
 """``(name, total steps) -> on_step`` callback factory for progress bars."""
+
+
+class LineProgress:
+    """A :data:`ProgressHook` that writes plain progress lines, readable in a pipe or a log.
+
+    One line when a row (a memory, reference or baseline) starts, then one every ``every``
+    seconds while it runs, e.g. ``bench: 3/13 ACMTieredBuffer: 512/1,649 steps, 41 s``
+    (a step is one turn added or one question asked; seconds since the first row started).
+
+    Args:
+        rows: How many rows the run measures (for the ``3/13``).
+        stream: Where to write (``sys.stderr`` in ``ctxmgmt bench``), flushed per line.
+        every: Seconds between two lines of the same row; default 5.
+        clock: Monotonic clock in seconds (for tests); default ``time.monotonic``.
+    """
+
+    def __init__(
+        self,
+        rows: int,
+        stream: TextIO,
+        *,
+        every: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rows = rows
+        self.stream = stream
+        self.every = every
+        self.clock = clock
+        self.row = 0
+        self.started: float | None = None
+
+    def elapsed(self) -> float:
+        """Seconds since the first row started (0 before)."""
+        return 0.0 if self.started is None else self.clock() - self.started
+
+    def write(self, text: str) -> None:
+        """Write one ``bench: ...`` line and flush it."""
+        self.stream.write(f"bench: {text}\n")
+        self.stream.flush()
+
+    def __call__(self, name: str, total: int) -> Callable[[int], None]:
+        """Start the next row; return its ``on_step`` callback."""
+        if self.started is None:
+            self.started = self.clock()
+        self.row += 1
+        row, done, last = self.row, 0, self.clock()
+
+        def line() -> str:
+            return f"{row}/{self.rows} {name}: {done:,}/{total:,} steps, {self.elapsed():.0f} s"
+
+        self.write(line())
+
+        def on_step(n: int) -> None:
+            nonlocal done, last
+            done += n
+            now = self.clock()
+            if now - last >= self.every:
+                last = now
+                self.write(line())
+
+        return on_step
 
 
 def run_all(

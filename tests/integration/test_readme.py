@@ -112,8 +112,9 @@ def test_readme_has_an_example_per_framework_surface():
     ids = [block_id(code) for code in BLOCKS]
     assert "langchain_ctxmgmt.KadaneDialMiddleware" in ids
     assert "langchain_ctxmgmt.KadaneDialMemory" in ids
+    assert "langchain_ctxmgmt.KadaneDialSelector" in ids
     assert "llamaindex_ctxmgmt.KadaneDialMemory" in ids
-    assert "llamaindex_ctxmgmt.KadaneDialBlock+Memory" in ids
+    assert "llamaindex_ctxmgmt.KadaneDialBlock, flush_early+Memory" in ids
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 300
 
 
@@ -138,6 +139,15 @@ def test_agent_middleware_sends_the_relevant_turn(runs):
     assert "10 messages in the agent's state" in out
 
 
+def test_selector_in_a_chain_and_as_a_pre_model_hook(runs):
+    out = output_of(runs, "langchain_ctxmgmt.KadaneDialSelector").splitlines()
+    selected = ast.literal_eval(out[0])
+    assert selected[0] == "You are Dana's assistant." and LEA in selected and selected[-1] == QUESTION
+    assert not any("Vespa" in text or "lidar" in text for text in selected)
+    assert out[1] == "On 14 June; no peanuts."
+    assert out[2] == "9 messages kept in the graph's state"
+
+
 def test_classic_memory_sends_the_relevant_turn(runs):
     out = output_of(runs, "langchain_ctxmgmt.KadaneDialMemory")
     last = ast.literal_eval(out.strip().splitlines()[-1])  # the printed "type: text" strings
@@ -156,7 +166,7 @@ def test_chat_engine_memory_sends_the_relevant_turn(runs):
 
 
 def test_memory_block_sees_the_conversation_early(runs):
-    out = output_of(runs, "llamaindex_ctxmgmt.KadaneDialBlock+Memory")
+    out = output_of(runs, "llamaindex_ctxmgmt.KadaneDialBlock, flush_early+Memory")
     sent = calls(out, "the LLM receives")
     assert len(sent) == 5
     # fourth call: the Lea turn was flushed to the block, which left it out for the lidar question

@@ -5,8 +5,8 @@ LangChain classic memory. Each generated case copies that database, corrupts it 
 mutations: a header field replaced by a value of any type, a record's bytes replaced or cut, a
 node of a JSON record holding vectors replaced by any JSON value, a vector filled with NaN or
 given another size, scaled or emptied, a record's kind renamed, a row deleted, a chain hash
-changed) and then makes calls through a *new* memory on that store and the same raw history, as a restarted process
-would. Every call must succeed: a corrupt record is a warning and a rebuild, never an
+changed) and then makes calls through a *new* memory on that store and the same raw history,
+as a restarted process would. Every call must succeed: a corrupt record is a warning and a rebuild, never an
 exception (not even a ``CtxMgmtError``). Seeded (``derandomize``): the same cases every run.
 
 Not covered yet: a JSON record whose *structure* is valid JSON but not what the strategy wrote
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -231,7 +230,8 @@ def test_a_corrupt_store_never_fails_a_call(
     def run(mutations: list[tuple[str, Any]]) -> None:
         nonlocal rebuilt
         path = tmp_path / f"case-{next(counter)}.db"
-        shutil.copyfile(source, path)
+        with sqlite3.connect(source) as original, sqlite3.connect(path) as copy:
+            original.backup(copy)  # the rows still in the write-ahead log too
         with sqlite3.connect(path) as db:
             for kind, arg in mutations:
                 apply(db, kind, arg)

@@ -35,6 +35,7 @@ from ctxmgmt.components.llm_call import meter_calls
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer, specific_terms
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs, span_label
+from ctxmgmt.exceptions import CorruptStateError
 from ctxmgmt.forest_render import forest_html, forest_text, plot_forest
 from ctxmgmt.kadane import kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
@@ -398,6 +399,46 @@ class Section:
             out["after"] = self.after
         out.update(turns=list(self.turns), similarity=self.similarity)
         return out
+
+
+def _check_forest(
+    nodes: list[Node], trees: list[TopicTree], branches: list[Branch], turns: int, active: Any, current: Any
+) -> None:
+    """A restored forest refers only to nodes, trees and branches that exist, and parents come first.
+
+    Raises:
+        CorruptStateError: it does not (a stored record was altered).
+    """
+
+    def index(value: Any, limit: int, what: str, *, optional: bool = False) -> None:
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+            raise CorruptStateError(f"saved forest: {what} {value!r:.40} is not an index below {limit}")
+
+    if len(nodes) != turns:
+        raise CorruptStateError(f"saved forest has {len(nodes)} nodes for {turns} turns")
+    for i, node in enumerate(nodes):
+        if node.id != i or not isinstance(node.summary, str) or not isinstance(node.query, str):
+            raise CorruptStateError(f"saved forest: node {i} is malformed")
+        index(node.tree, len(trees), "node tree")
+        index(node.branch, len(branches), "node branch")
+        index(node.parent, i, "node parent", optional=True)  # a parent comes first: no cycle
+    for i, tree in enumerate(trees):
+        if tree.id != i or not isinstance(tree.nodes, list) or not tree.nodes:
+            raise CorruptStateError(f"saved forest: tree {i} is malformed")
+        for node_id in tree.nodes:
+            index(node_id, turns, "tree node")
+        index(tree.current, turns, "tree current node")
+    for i, branch in enumerate(branches):
+        if branch.id != i or not isinstance(branch.nodes, list):
+            raise CorruptStateError(f"saved forest: branch {i} is malformed")
+        index(branch.tree, len(trees), "branch tree")
+        index(branch.fork, turns, "branch fork", optional=True)
+        for node_id in branch.nodes:
+            index(node_id, turns, "branch node")
+    index(active, len(trees), "active tree", optional=True)
+    index(current, turns, "current node", optional=True)
 
 
 class DiscourseTreeStrategy(Strategy):
@@ -1240,9 +1281,11 @@ class DiscourseTreeStrategy(Strategy):
         self._vectors = vectors
         for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector
-        self._nodes = [Node(**n) for n in state["nodes"]]
-        self._trees = [TopicTree.from_dict(t) for t in state["trees"]]
-        self._branches = [Branch.from_dict(b) for b in state["branches"]]
+        nodes = [Node(**n) for n in state["nodes"]]
+        trees = [TopicTree.from_dict(t) for t in state["trees"]]
+        branches = [Branch.from_dict(b) for b in state["branches"]]
+        _check_forest(nodes, trees, branches, count, state["active"], state["current"])
+        self._nodes, self._trees, self._branches = nodes, trees, branches
         self._log = [Placement(**d) for d in state["decisions"]]
         self._query_vectors = query_vectors
         self._query_rows.extend(self._query_vectors)

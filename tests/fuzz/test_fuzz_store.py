@@ -2,15 +2,12 @@
 
 For each of the five strategies, a conversation is written to a SQLite store through the LangChain
 classic memory. Each generated case copies that database, corrupts it (one to three mutations: a
-header field replaced by a value of any type, a record's bytes replaced or cut, a node of a JSON
-record holding vectors replaced by any JSON value, a vector filled with NaN or given another size,
+header field replaced by a value of any type, a record's bytes replaced or cut, a node anywhere
+inside a JSON record replaced by any JSON value, a vector filled with NaN or given another size,
 scaled or emptied, a record's kind renamed, a row deleted, a chain hash changed) and then makes
 calls through a *new* memory on that store and the same raw history, as a restarted process would.
 Every call must succeed: a corrupt record is a warning and a rebuild, never an exception (not even a
 ``CtxMgmtError``). Seeded (``derandomize``): the same cases every run.
-
-Not covered yet: a JSON record whose *structure* is valid JSON but not what the strategy wrote (a
-window's turn range replaced by None): restoring succeeds and a later select can raise.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -122,7 +118,7 @@ def replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
 def mutation(draw: st.DrawFn) -> tuple[str, Any]:
     kind = draw(
         st.sampled_from(
-            ["header", "vector_node", "bytes", "vector", "record_kind", "delete_row", "chain", "turns"]
+            ["header", "json_node", "bytes", "vector", "record_kind", "delete_row", "chain", "turns"]
         )
     )
     if kind == "header":
@@ -130,7 +126,7 @@ def mutation(draw: st.DrawFn) -> tuple[str, Any]:
             draw(st.sampled_from(["strategy", "config", "schema", "version", "turns"])),
             draw(SQL_VALUES),
         )
-    if kind == "vector_node":
+    if kind == "json_node":
         return kind, (draw(st.integers(0, 10**6)), draw(st.integers(0, 10**6)), draw(JSON_VALUES))
     if kind == "bytes":
         return kind, (draw(st.integers(0, 10**6)), draw(st.binary(max_size=40) | SQL_VALUES))
@@ -161,7 +157,7 @@ def apply(db: sqlite3.Connection, kind: str, arg: Any) -> None:
         db.execute(f"UPDATE ctxmgmt_sessions SET {column} = ?", (value,))  # noqa: S608 - fixed names
     elif kind == "turns":
         db.execute("UPDATE ctxmgmt_sessions SET turns = ?", (arg,))
-    elif kind == "vector_node":
+    elif kind == "json_node":
         row = pick(
             "SELECT rowid, data FROM ctxmgmt_records WHERE kind = 'json' AND name LIKE '%vector%'", arg[0]
         )
@@ -231,7 +227,8 @@ def test_a_corrupt_store_never_fails_a_call(
     def run(mutations: list[tuple[str, Any]]) -> None:
         nonlocal rebuilt
         path = tmp_path / f"case-{next(counter)}.db"
-        shutil.copyfile(source, path)
+        with sqlite3.connect(source) as original, sqlite3.connect(path) as copy:
+            original.backup(copy)  # the rows still in the write-ahead log too
         with sqlite3.connect(path) as db:
             for kind, arg in mutations:
                 apply(db, kind, arg)

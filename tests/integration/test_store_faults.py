@@ -293,3 +293,59 @@ def test_a_deletion_during_the_outage_happens_when_the_server_returns(outage: An
     while stored_turns(dsn) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert stored_turns(dsn) == {}
+
+
+# -- framework stores ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "meta",
+    [
+        "not an object",
+        ["a", "list"],
+        {"strategy": "kadanedial", "config": "{not json", "schema": 1, "version": 1, "turns": 1},
+        {"strategy": "kadanedial", "config": {}, "schema": "one", "version": 1, "turns": 1},
+        {"strategy": "kadanedial", "config": {}, "schema": 1, "version": 1.5, "turns": 1},
+        {"strategy": "kadanedial", "config": {}, "schema": 1, "version": 1, "turns": 10**12},
+        {"strategy": 7, "config": {}, "schema": 1, "version": 1, "turns": 1},
+    ],
+)
+@pytest.mark.parametrize("framework", ["langgraph", "llamaindex"])
+def test_framework_store_corrupt_header_is_a_corrupt_record(framework: str, meta: Any) -> None:
+    from ctxmgmt.store import TurnEntry
+    from ctxmgmt.store.base import CorruptRecordError
+    from ctxmgmt.store.items import META, space_name
+
+    if framework == "langgraph":
+        from langgraph.store.memory import InMemoryStore
+
+        from langchain_ctxmgmt._store import LangGraphStateStore
+
+        store: Any = LangGraphStateStore(InMemoryStore())
+
+        def put(name: str, value: Any) -> None:
+            store.store.put(
+                ("ctxmgmt", space_name("s")), name, value if isinstance(value, dict) else {"v": value}
+            )
+    else:
+        from llama_index.core.storage.kvstore import SimpleKVStore
+
+        from llamaindex_ctxmgmt._store import KVStateStore
+
+        store = KVStateStore(SimpleKVStore())
+
+        def put(name: str, value: Any) -> None:
+            store.kvstore.put(
+                name, value if isinstance(value, dict) else {"v": value}, collection="ctxmgmt/k_s"
+            )
+
+    store.append("s", [TurnEntry(0, "c0", {"a": 1})], expected_version=0, strategy="kadanedial", config={})
+    put(META, meta if isinstance(meta, dict) else {"strategy": meta})
+    with pytest.raises(CorruptRecordError):
+        store.load("s")
+    store.append("t", [TurnEntry(0, "c0", {"a": 1})], expected_version=0, strategy="kadanedial", config={})
+    put_turn = {"turn": 0, "chain": ["not", "text"], "records": {}}
+    if framework == "langgraph":
+        store.store.put(("ctxmgmt", space_name("t")), "turn:00000000", put_turn)
+    else:
+        store.kvstore.put("turn:00000000", put_turn, collection="ctxmgmt/k_t")
+    with pytest.raises(CorruptRecordError):
+        store.load("t")

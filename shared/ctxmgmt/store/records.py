@@ -79,13 +79,13 @@ def unflatten(records: Mapping[str, Any]) -> dict[str, Any]:
         container = state.get(name)
         if isinstance(container, list):
             length = int(records[f"{name}#"][1])
-            if sorted(items) != list(range(length)):
+            if len(items) != length or sorted(items) != list(range(length)):  # length first: it may be huge
                 raise ValueError(f"list record {name!r} is missing elements")
             state[name] = [items[i] for i in range(length)]
         elif isinstance(container, CappedLog):
             length = int(records[f"{name}#"][1])
             start = min(items)
-            if sorted(items) != list(range(start, start + length)):
+            if len(items) != length or sorted(items) != list(range(start, start + length)):
                 raise ValueError(f"log record {name!r} is missing entries")
             state[name] = CappedLog(container.cap, (items[i] for i in range(start, start + length)), start)
         elif isinstance(container, dict):

@@ -18,11 +18,12 @@ from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_s
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.dates import anchor_dates
+from ctxmgmt.exceptions import CorruptStateError
 from ctxmgmt.framing import speaker_label
 from ctxmgmt.kadane import THETA, kadane_dial, shape_signal
 from ctxmgmt.lexical import STOPWORDS, BM25Index
 from ctxmgmt.params import MemoryConfig, param
-from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.strategies.base import Strategy, checked_fields
 from ctxmgmt.strategies.kadanedial import NEIGHBOUR_WEIGHT, TUNED_TAU, trim_to_budget
 from ctxmgmt.strategies.state import CappedLog, plain_fields
 from ctxmgmt.types import Turn
@@ -791,8 +792,13 @@ class ACMStrategy(Strategy):
         self._lexical = BM25Index()
         for turn in self._turns:  # a word count per turn: rebuilt, not stored
             self._lexical.add(turn.text)
-        self._summaries = [SummaryItem(**d) for d in state["summaries"]]
-        self._entities = {k: EntityRecord(**d) for k, d in state["entities"].items()}
+        turns = len(self._turns)
+        if not 0 <= self._e_end <= self._u_start <= turns:
+            raise CorruptStateError(f"saved tier bounds {self._e_end}, {self._u_start} for {turns} turns")
+        self._summaries = [checked_fields(SummaryItem(**d), "summary") for d in state["summaries"]]
+        self._entities = {
+            str(k): checked_fields(EntityRecord(**d), "entity") for k, d in state["entities"].items()
+        }
         self._log = CappedLog.restored(LOG_ENTRIES, state.get("log", [])).map(str)
         self.summarize_calls = int(state.get("summarize_calls", 0))
         self.extract_calls = int(state.get("extract_calls", 0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
@@ -12,7 +13,7 @@ from ctxmgmt.budget import message_tokens, turn_tokens
 from ctxmgmt.components._coerce import component_name
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
 from ctxmgmt.context import Block, BlockKind, Context
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.exceptions import ConfigurationError, CorruptStateError
 from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, memory_message
 from ctxmgmt.params import StrategyConfig
 from ctxmgmt.strategies.state import jsonable
@@ -294,3 +295,45 @@ def _with_seen(messages: tuple[Message, ...], stamps: Any) -> tuple[Message, ...
         dataclasses.replace(m, seen=stamp) if isinstance(stamp, str) and not m.timestamp else m
         for m, stamp in zip(messages, stamps, strict=True)
     )
+
+
+_FIELD_CHECKS: dict[str, Any] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "int | None": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+    "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+    "float | None": lambda v: (
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v))
+    ),
+    "bool": lambda v: isinstance(v, bool),
+}
+
+
+def checked_fields(item: Any, what: str) -> Any:
+    """``item`` (a dataclass instance restored from saved state) if each field has its declared type.
+
+    Fields declared ``str``, ``int``, ``float``, ``bool`` (or ``... | None``) are checked
+    (floats finite), ``list[...]`` ones must be lists, ``dict[...]`` ones dicts; others pass.
+
+    Raises:
+        CorruptStateError: a field holds another type (a stored record was altered).
+    """
+    for spec in dataclasses.fields(item):
+        value = getattr(item, spec.name)
+        kind = str(spec.type)
+        check = _FIELD_CHECKS.get(kind)
+        if check is None and kind.startswith("list["):
+            check = _is_list
+        elif check is None and kind.startswith("dict["):
+            check = _is_dict
+        if check is not None and not check(value):
+            raise CorruptStateError(f"saved {what}: field {spec.name!r} holds {value!r:.40}, not {kind}")
+    return item
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list)
+
+
+def _is_dict(value: Any) -> bool:
+    return isinstance(value, dict)

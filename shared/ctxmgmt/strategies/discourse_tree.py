@@ -42,7 +42,16 @@ from ctxmgmt.params import MemoryConfig, param
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.strategies.forest import Branch, Node, Placement, Plan, Section, TopicTree, TreeParts
+from ctxmgmt.strategies.forest import (
+    Branch,
+    Node,
+    Placement,
+    Plan,
+    Section,
+    TopicTree,
+    TreeParts,
+    check_forest,
+)
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
 from ctxmgmt.types import Turn
 
@@ -1042,9 +1051,11 @@ class DiscourseTreeStrategy(Strategy):
         self._vectors = vectors
         for turn, vector in zip(self._turns, self._vectors, strict=True):
             self._content_cache[turn.fingerprint] = vector
-        self._nodes = [Node(**n) for n in state["nodes"]]
-        self._trees = [TopicTree.from_dict(t) for t in state["trees"]]
-        self._branches = [Branch.from_dict(b) for b in state["branches"]]
+        nodes = [Node(**n) for n in state["nodes"]]
+        trees = [TopicTree.from_dict(t) for t in state["trees"]]
+        branches = [Branch.from_dict(b) for b in state["branches"]]
+        check_forest(nodes, trees, branches, count, state["active"], state["current"])
+        self._nodes, self._trees, self._branches = nodes, trees, branches
         self._log = [Placement(**d) for d in state["decisions"]]
         self._query_vectors = query_vectors
         self._query_rows.extend(self._query_vectors)

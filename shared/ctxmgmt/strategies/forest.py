@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ctxmgmt.components.decider import BranchDecision, TopicDecision
+from ctxmgmt.exceptions import CorruptStateError
 from ctxmgmt.strategies.state import plain_fields
 
 
@@ -222,3 +223,43 @@ class Section:
             out["after"] = self.after
         out.update(turns=list(self.turns), similarity=self.similarity)
         return out
+
+
+def check_forest(
+    nodes: list[Node], trees: list[TopicTree], branches: list[Branch], turns: int, active: Any, current: Any
+) -> None:
+    """A restored forest refers only to nodes, trees and branches that exist, and parents come first.
+
+    Raises:
+        CorruptStateError: it does not (a stored record was altered).
+    """
+
+    def index(value: Any, limit: int, what: str, *, optional: bool = False) -> None:
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+            raise CorruptStateError(f"saved forest: {what} {value!r:.40} is not an index below {limit}")
+
+    if len(nodes) != turns:
+        raise CorruptStateError(f"saved forest has {len(nodes)} nodes for {turns} turns")
+    for i, node in enumerate(nodes):
+        if node.id != i or not isinstance(node.summary, str) or not isinstance(node.query, str):
+            raise CorruptStateError(f"saved forest: node {i} is malformed")
+        index(node.tree, len(trees), "node tree")
+        index(node.branch, len(branches), "node branch")
+        index(node.parent, i, "node parent", optional=True)  # a parent comes first: no cycle
+    for i, tree in enumerate(trees):
+        if tree.id != i or not isinstance(tree.nodes, list) or not tree.nodes:
+            raise CorruptStateError(f"saved forest: tree {i} is malformed")
+        for node_id in tree.nodes:
+            index(node_id, turns, "tree node")
+        index(tree.current, turns, "tree current node")
+    for i, branch in enumerate(branches):
+        if branch.id != i or not isinstance(branch.nodes, list):
+            raise CorruptStateError(f"saved forest: branch {i} is malformed")
+        index(branch.tree, len(trees), "branch tree")
+        index(branch.fork, turns, "branch fork", optional=True)
+        for node_id in branch.nodes:
+            index(node_id, turns, "branch node")
+    index(active, len(trees), "active tree", optional=True)
+    index(current, turns, "current node", optional=True)

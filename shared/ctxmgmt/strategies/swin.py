@@ -21,9 +21,9 @@ from ctxmgmt.components.summarizer import (
 )
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.exceptions import ConfigurationError, CorruptStateError
 from ctxmgmt.params import MemoryConfig, param
-from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.strategies.base import Strategy, checked_fields
 from ctxmgmt.strategies.state import CappedLog, plain_fields
 from ctxmgmt.types import Turn
 
@@ -57,6 +57,31 @@ HEADER = "Summary of the earlier conversation:"
 """First line of the summary block."""
 QUERY_WEIGHT = 0.5
 """Weight of an item's word overlap with the query when the budget forces items out."""
+
+
+def _check_restored(items: list[MemoryItem], windows: list[dict[str, Any]], turns: int, session: int) -> None:
+    """Restored memory items and windows of the current session cover turns that exist.
+
+    Items and windows carried over from earlier sessions (``new_session``) only need well-formed
+    turn ranges.
+
+    Raises:
+        CorruptStateError: they do not (a stored record was altered).
+    """
+    for item in items:
+        limit = max(turns, 1) if item.session == session else item.end + 1
+        if not 0 <= item.start <= item.end < limit:
+            raise CorruptStateError(f"saved memory item covers turns {item.start}..{item.end} of {turns}")
+    for window in windows:
+        span = window.get("turns")
+        ok = (
+            isinstance(span, list)
+            and len(span) == 2
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in span)
+            and 0 <= span[0] <= span[1]
+        )
+        if not ok or (window.get("session") == session and span[1] >= max(turns, 1)):  # type: ignore[index]
+            raise CorruptStateError(f"saved window covers turns {span!r:.40} of {turns}")
 
 
 @dataclass
@@ -590,8 +615,11 @@ class SWinStrategy(Strategy):
         }
 
     def _load(self, state: dict[str, Any]) -> None:
-        self._items = [MemoryItem(**d) for d in state["items"]]
-        self._log = [dict(w) for w in state["windows"]]
+        items = [checked_fields(MemoryItem(**d), "memory item") for d in state["items"]]
+        windows = [dict(w) for w in state["windows"]]
+        _check_restored(items, windows, len(self._turns), int(state["session"]))
+        self._items = items
+        self._log = windows
         self._forgotten = CappedLog.restored(FORGOTTEN_ENTRIES, state["forgotten"]).map(dict)
         self._session = int(state["session"])
         self._serial = int(state["serial"])

@@ -33,7 +33,7 @@ from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
-from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.strategies.base import Strategy, checked_fields
 from ctxmgmt.strategies.state import CappedLog, plain_fields
 from ctxmgmt.types import Turn
 
@@ -171,6 +171,8 @@ def _check_slot(slot: Slot, dim: int | None, turns: int) -> None:
         raise CorruptStateError(f"saved slot {slot.id!r:.20} is malformed: {exc}") from None
     if total.ndim != 1 or (dim is not None and total.shape[0] != dim) or not np.isfinite(total).all():
         raise CorruptStateError(f"saved slot {slot.id!r:.20}: vector sum {total.shape} or not finite")
+    if not all(isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) for item in slot.items):
+        raise CorruptStateError(f"saved slot {slot.id!r:.20}: items are not [text, turn] pairs")
     if not members or any(not 0 <= t < turns for t in members):
         raise CorruptStateError(f"saved slot {slot.id!r:.20} covers turns outside 0..{turns - 1}")
 
@@ -726,7 +728,7 @@ class TopicThreadStrategy(Strategy):
         vectors = restored_vectors(
             state["embeddings"], len(self._turns), dim=self._embeddings.dim, what="embeddings"
         )
-        slots = [Slot(**d) for d in state["slots"]]
+        slots = [checked_fields(Slot(**d), "slot") for d in state["slots"]]
         dim = int(vectors[0].shape[0]) if vectors else self._embeddings.dim
         for slot in slots:
             _check_slot(slot, dim, len(self._turns))
@@ -740,5 +742,8 @@ class TopicThreadStrategy(Strategy):
         self._slots = slots
         self._next_id = int(state["next_id"])
         self._log = CappedLog.restored(LOG_ENTRIES, state.get("log", [])).map(dict)
-        self._counts.update(state.get("counts", {}))
+        counts = dict(state.get("counts", {}))
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in counts.values()):
+            raise CorruptStateError("saved event counts are not integers")
+        self._counts.update(counts)
         self._growth = list(state.get("growth", []))

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxmgmt.components.tokens import (
+    MESSAGE_OVERHEAD,
     CallableTokenCounter,
     TokenCounter,
     TokenizerCounter,
@@ -98,6 +99,10 @@ def resolve_counting(token_counter: Any, tokenizer_fn: Any) -> tuple[TokenCounte
 def room_after(initial_token_count: Any, token_limit: int) -> int:
     """Tokens left for the memory after the caller's ``initial_token_count`` (0 = none left).
 
+    LlamaIndex callers count their prefix messages' text only (``tokenizer_fn``); ctxmgmt counts
+    ``MESSAGE_OVERHEAD`` (4) tokens per message as well, so a nonzero count also reserves one
+    message's overhead: the prefix and the selection together stay within ``token_limit``.
+
     Raises:
         ConfigurationError: ``initial_token_count`` is not an int >= 0.
         BudgetExceededError: ``initial_token_count`` exceeds ``token_limit`` (a ``ValueError``,
@@ -116,4 +121,5 @@ def room_after(initial_token_count: Any, token_limit: int) -> int:
         raise BudgetExceededError(
             f"Initial token count exceeds token limit ({initial_token_count} > {token_limit})"
         )
-    return token_limit - initial_token_count
+    overhead = MESSAGE_OVERHEAD if initial_token_count else 0
+    return max(token_limit - initial_token_count - overhead, 0)

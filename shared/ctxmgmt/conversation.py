@@ -228,9 +228,13 @@ class Conversation(Generic[T]):
             progress(len(past), len(past))
 
 
-def _utc_now() -> dt.datetime:
-    """When a message without a time of its own was first seen (UTC, to the second)."""
-    return dt.datetime.now(dt.UTC)
+def _utc_now() -> dt.date:
+    """The day a message without a time of its own was first seen (UTC).
+
+    A day, not a moment: it is all that relative dates need ("yesterday"), and a summary item
+    that shows it costs a few tokens, not a full timestamp's.
+    """
+    return dt.datetime.now(dt.UTC).date()
 
 
 class ConversationPool(Generic[T]):

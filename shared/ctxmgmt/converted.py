@@ -61,7 +61,7 @@ class ConvertedHistory(Generic[T]):
         convert: Callable[[T], Message],
         snapshot: Callable[[T], Any] | None,
         *,
-        clock: Callable[[], dt.datetime] | None = None,
+        clock: Callable[[], dt.date] | None = None,
     ) -> None:
         self._convert = convert
         self._snapshot = snapshot

@@ -110,7 +110,7 @@ def test_undated_messages_are_anchored_to_when_the_memory_first_saw_them(tmp_pat
 
     import ctxmgmt.conversation
 
-    later = dt.datetime(2031, 1, 1, tzinfo=dt.UTC)  # the restart happens much later
+    later = dt.date(2031, 1, 1)  # the restart happens much later
     monkeypatch.setattr(ctxmgmt.conversation, "_utc_now", lambda: later)
     restarted = SWinSummarySelector(window=2, overlap=0, store=store)
     restarted.invoke(history, {"configurable": {"thread_id": "dog"}})

@@ -18,7 +18,6 @@ from langchain_classic.base_memory import BaseMemory
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import (
     BaseMessage,
-    get_buffer_string,
     messages_from_dict,
     messages_to_dict,
 )
@@ -28,7 +27,7 @@ from ctxmgmt import Context, Strategy, adapter
 from ctxmgmt.budget import check_budget
 from ctxmgmt.conversation import Conversation, ConversationPool
 from ctxmgmt.offload import run_blocking
-from langchain_ctxmgmt._convert import CODEC
+from langchain_ctxmgmt._convert import CODEC, buffer_string
 from langchain_ctxmgmt._history import ListChatMessageHistory
 from langchain_ctxmgmt._inputs import new_messages, query_of
 from langchain_ctxmgmt._llm import complete_with
@@ -264,7 +263,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
     @property
     def buffer_as_str(self) -> str:
         r"""The full history as one string (``"Human: ...\nAI: ..."`` with this memory's prefixes)."""
-        return get_buffer_string(
+        return buffer_string(
             self.chat_memory.messages, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix
         )
 
@@ -296,7 +295,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         )
         if self.return_messages:
             return {self.memory_key: selected}
-        text = get_buffer_string(selected, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
+        text = buffer_string(selected, human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
         return {self.memory_key: text}
 
     def _index(self, history: Sequence[BaseMessage]) -> None:

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    get_buffer_string,
+)
 
 from ctxmgmt import InvalidMessageError, Message
 from ctxmgmt.conversation import Codec
@@ -256,3 +263,17 @@ def snapshot(message: BaseMessage) -> Any:
 
 CODEC: Codec[BaseMessage] = Codec(to_core=to_ctxmgmt, snapshot=snapshot, memory_message=from_ctxmgmt)
 """LangChain messages <-> the core: conversion, change snapshot, framed memory messages."""
+
+
+def buffer_string(messages: Sequence[BaseMessage], *, human_prefix: str, ai_prefix: str) -> str:
+    """``get_buffer_string`` of ``messages`` with each list content read as ctxmgmt reads it.
+
+    LangChain's ``message.text`` fails on content blocks it does not expect (a nested list, a
+    tool's non-text block); the text here is :func:`content_text`'s, which carries unknown
+    blocks as their JSON text, so the string form never fails where the messages form works.
+    """
+    readable = [
+        m.model_copy(update={"content": content_text(m)}) if isinstance(m.content, list) else m
+        for m in messages
+    ]
+    return get_buffer_string(readable, human_prefix=human_prefix, ai_prefix=ai_prefix)

@@ -103,17 +103,11 @@ class StoredState:
                 try:
                     self.store.delete(self.key)
                 except StoreError as failed:
-                    logger.warning(
-                        "state store failed for session %r (%s); working without it", self.key, failed
-                    )
-                    self._sync_without_store(past, chains)
+                    self._sync_without_store(past, chains, failed)
                     return
                 self._unload()
             except StoreError as exc:
-                logger.warning(
-                    "state store failed for session %r (%s); this call works without it", self.key, exc
-                )
-                self._sync_without_store(past, chains)
+                self._sync_without_store(past, chains, exc)
                 return
         self._unload()
         self.store, self._loaded = None, True
@@ -122,13 +116,14 @@ class StoredState:
         )
         self._sync(past, chains)
 
-    def _sync_without_store(self, past: Sequence[Turn], chains: list[str]) -> None:
+    def _sync_without_store(self, past: Sequence[Turn], chains: list[str], cause: StoreError) -> None:
         """Bring the state up to date in process for this call; the next call loads from the store again.
 
         The strategy keeps what it holds (it always matches :attr:`chains`, whichever store
         call failed), so during an outage each call adds only its new turns; when the store
         answers again, the next call restores the stored prefix and writes the turns it misses.
         """
+        logger.warning("state store failed for session %r (%s); this call works without it", self.key, cause)
         store, self.store = self.store, None
         self._loaded = True
         try:

@@ -12,6 +12,7 @@ memory messages in the strategy's ``memory_role``, a ``HumanMessage`` by default
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from langchain_core.messages import (
 from ctxmgmt import InvalidMessageError, Message
 from ctxmgmt.conversation import Codec
 from ctxmgmt.timestamps import timestamp_text
-from ctxmgmt.types import block_text
+from ctxmgmt.types import EMPTY_MESSAGE_TEXT, block_text
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -163,7 +164,7 @@ def _role_of(message: Any) -> str:
     )
 
 
-def to_ctxmgmt(message: BaseMessage) -> Message:
+def to_ctxmgmt(message: BaseMessage, *, allow_empty: bool = False) -> Message:
     """Convert one LangChain message.
 
     Human -> ``user``, AI -> ``assistant`` (tool calls as plain ``{"id", "name", "args"}``
@@ -189,7 +190,9 @@ def to_ctxmgmt(message: BaseMessage) -> Message:
     elif isinstance(message, ToolMessage):
         tool_call_id = message.tool_call_id
     if not text.strip() and not tool_calls and not media and role != "tool":
-        raise InvalidMessageError(f"{type(message).__name__} has empty content")
+        if not allow_empty:
+            raise InvalidMessageError(f"{type(message).__name__} has empty content")
+        text = EMPTY_MESSAGE_TEXT  # already in the caller's history: kept, never a dead thread
     return Message(
         role,
         text,
@@ -261,7 +264,9 @@ def snapshot(message: BaseMessage) -> Any:
     return (type(message), content, message.name, extra, (message.additional_kwargs or {}).get("timestamp"))
 
 
-CODEC: Codec[BaseMessage] = Codec(to_core=to_ctxmgmt, snapshot=snapshot, memory_message=from_ctxmgmt)
+CODEC: Codec[BaseMessage] = Codec(
+    to_core=functools.partial(to_ctxmgmt, allow_empty=True), snapshot=snapshot, memory_message=from_ctxmgmt
+)
 """LangChain messages <-> the core: conversion, change snapshot, framed memory messages."""
 
 

@@ -9,6 +9,7 @@ blocks, thinking blocks, media blocks, provider-specific ``additional_kwargs`` i
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -35,7 +36,7 @@ from ctxmgmt.conversation import Codec
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
 from ctxmgmt.timestamps import timestamp_text
-from ctxmgmt.types import Message, block_text, clean_text
+from ctxmgmt.types import EMPTY_MESSAGE_TEXT, Message, block_text, clean_text
 
 ROLE_MAP: dict[str, str] = {
     MessageRole.SYSTEM.value: "system",
@@ -162,7 +163,7 @@ def tool_call_dict(call: Any) -> dict[str, Any]:
     }
 
 
-def to_message(message: ChatMessage) -> Message:
+def to_message(message: ChatMessage, *, allow_empty: bool = False) -> Message:
     """Convert one ``ChatMessage`` to a :class:`ctxmgmt.Message` (text, tool metadata, media kinds).
 
     Tool calls are read from ``ToolCallBlock`` blocks and from ``additional_kwargs["tool_calls"]``;
@@ -193,10 +194,12 @@ def to_message(message: ChatMessage) -> Message:
         calls = []  # only assistants make calls; anything else would confuse the turn logic
     text = "\n".join(texts)
     if not text.strip() and not calls and not media and role != "tool":
-        raise InvalidMessageError(
-            f"{role} ChatMessage has no text content and no media (content={message.content!r}); "
-            "only an assistant message with tool calls or a tool result may be empty"
-        )
+        if not allow_empty:
+            raise InvalidMessageError(
+                f"{role} ChatMessage has no text content and no media (content={message.content!r}); "
+                "only an assistant message with tool calls or a tool result may be empty"
+            )
+        text = EMPTY_MESSAGE_TEXT  # already in the caller's history: kept, never a dead thread
     tool_call_id = kwargs.get("tool_call_id")
     name = kwargs.get("name")
     return Message(
@@ -332,7 +335,9 @@ def snapshot(message: ChatMessage) -> Any:
     return (message.role, extra, *[_block_snapshot(b) for b in blocks])
 
 
-CODEC: Codec[ChatMessage] = Codec(to_core=to_message, snapshot=snapshot, memory_message=memory_message)
+CODEC: Codec[ChatMessage] = Codec(
+    to_core=functools.partial(to_message, allow_empty=True), snapshot=snapshot, memory_message=memory_message
+)
 """LlamaIndex ``ChatMessage`` <-> the core: conversion, change snapshot, framed memory messages."""
 
 

@@ -106,6 +106,14 @@ def _clean_value(value: Any) -> Any:
     return value
 
 
+EMPTY_MESSAGE_TEXT = "[empty message]"
+"""Core text of a message that arrived empty in a history the caller already holds.
+
+Adapters refuse new empty messages (``put``, ``save_context``), but one already in an agent's
+state or a chat store is converted with this text, so its turn stays whole and every later call
+still works; the caller's own (empty) message is what is sent."""
+
+
 @dataclass(frozen=True)
 class Message:
     """One chat message, framework-free.

@@ -111,3 +111,25 @@ def test_one_huge_message_never_stops_the_thread(name):
             assert k == 0 and type(exc).__module__.startswith("ctxmgmt"), exc
     assert answered >= 3
     assert json.dumps(model.received[-1][-1].content) == json.dumps("thanks")
+
+
+def test_an_empty_message_in_the_state_never_kills_the_thread(hashing_embedder):
+    """``HumanMessage("")`` already in an agent's state: every later call still works."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_ctxmgmt import KadaneDialMiddleware, KadaneDialSelector
+    from langchain_ctxmgmt.testing import RecordingChatModel
+
+    model = RecordingChatModel(messages=iter(["Noted.", "Miso."]))
+    agent = create_agent(
+        model, [], middleware=[KadaneDialMiddleware(embedder=hashing_embedder)], checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "empty"}}
+    agent.invoke({"messages": [HumanMessage(""), AIMessage("?"), HumanMessage("My cat is Miso.")]}, config)
+    agent.invoke({"messages": [HumanMessage("What is my cat called?")]}, config)
+    assert model.received[-1][-1].content == "What is my cat called?"
+    assert any(m.content == "" for m in model.received[-1]) or len(model.received[-1]) >= 2
+    selected = KadaneDialSelector(embedder=hashing_embedder).invoke([HumanMessage(""), HumanMessage("hi")])
+    assert selected[-1].content == "hi"

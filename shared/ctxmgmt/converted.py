@@ -107,10 +107,6 @@ class ConvertedHistory(Generic[T]):
                 self._append(keep + offset, original, message, content)
             return self
 
-    def grouped(self) -> tuple[list[Message], list[Turn]]:
-        """(system messages, turns)."""
-        return self.system, self.turns
-
     def chains(self, count: int) -> list[str]:
         """Chain hashes of the first ``count`` turns (:func:`~ctxmgmt.types.chain_hashes`).
 

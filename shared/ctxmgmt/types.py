@@ -106,6 +106,11 @@ def _clean_value(value: Any) -> Any:
     return value
 
 
+SEEN_MARK = "seen "
+"""Marks a first-seen stamp in :attr:`Turn.dated_text` (``[seen 2026-11-25] user: ...``): a
+summariser anchors relative dates with it but, unlike a message's own timestamp, does not copy
+it into what it writes."""
+
 EMPTY_MESSAGE_TEXT = "[empty message]"
 """Core text of a message that arrived empty in a history the caller already holds.
 
@@ -210,8 +215,12 @@ class Message:
                 content that scoring reads and the turn fingerprint covers.
         """
         speaker = speaker_label(self.name, self.role)  # a name is data: never another role
-        time = self.time if seen else self.timestamp
-        stamp = f"[{time}] " if time else ""
+        if self.timestamp:
+            stamp = f"[{self.timestamp}] "
+        elif seen and self.seen:
+            stamp = f"[{SEEN_MARK}{self.seen}] "  # a summariser anchors with it but does not show it
+        else:
+            stamp = ""
         calls = ""
         if self.tool_calls:
             calls = " " + " ".join(

@@ -140,7 +140,7 @@ def test_first_seen_stamp_is_shown_to_summarisers_but_not_scored_or_fingerprinte
     plain = Turn(0, (Message("user", "I moved yesterday"), Message("assistant", "Nice")))
     stamped = Turn(0, tuple(stamp_missing(plain.messages, NOW)))
     later = Turn(0, tuple(stamp_missing(plain.messages, NOW + dt.timedelta(days=9))))
-    assert stamped.dated_text.startswith("[2023-05-08T13:56:00+00:00] user: I moved yesterday")
+    assert stamped.dated_text.startswith("[seen 2023-05-08T13:56:00+00:00] user: I moved yesterday")
     assert stamped.text == plain.text == plain.dated_text  # scoring reads no first-seen stamp
     assert stamped.fingerprint == plain.fingerprint == later.fingerprint
     own = Turn(0, (Message("user", "I moved yesterday", timestamp="2023-05-08"), plain.messages[1]))

@@ -27,6 +27,7 @@ from ctxmgmt.dates import anchor_dates, format_date, parse_date
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.framing import MAX_ANSWER_CHARS, clean_model_line, data_entries, escape_data
 from ctxmgmt.lexical import STOPWORDS, tokenize
+from ctxmgmt.types import SEEN_MARK
 
 logger = logging.getLogger(__name__)
 
@@ -255,8 +256,12 @@ class ExtractiveSummarizer:
         if match is None or not match["stamp"]:
             return prefix + sentence
         stamp = match["stamp"]
+        first_seen = stamp.startswith(SEEN_MARK)  # anchors, but is not the conversation's own time
+        stamp = stamp.removeprefix(SEEN_MARK)
         if self.anchor_dates:
             sentence = anchor_dates(sentence, stamp)
+        if first_seen:
+            return f"{match['speaker']}: {sentence}"
         if self.compact:
             day = parse_date(stamp)
             prefix = f"{match['speaker']} ({format_date(day)}): " if day else prefix

@@ -358,23 +358,19 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
                 ``query_str``; ``ContextChatEngine`` passes one) or None (default: the newest
                 user message in the history).
             initial_token_count: Tokens the caller already uses (prefix messages, retrieved
-                context); the selection fits in ``token_limit - initial_token_count``. When
-                that room cannot hold the system messages and the turn in progress (``0``
-                included), only the turn in progress is returned (``[]`` if there is none),
-                as ``ChatMemoryBuffer`` returns only the newest message: the LLM then reports
-                the overflow. ``ChatMemoryBuffer`` returns the newest *message*; this returns
-                the newest whole *turn*, so a tool result keeps its call.
+                context; plus one message's overhead when nonzero). When the room left cannot
+                hold the system messages and the turn in progress, only the turn in progress is
+                returned (``[]`` if none): ``ChatMemoryBuffer`` returns the newest *message*,
+                this the newest whole *turn*, so a tool result keeps its call.
             **kwargs: Ignored (accepted for LlamaIndex compatibility).
 
         Returns:
             The stored ``ChatMessage`` objects themselves, in chronological order.
 
         Raises:
-            BudgetExceededError: ``initial_token_count`` exceeds ``token_limit`` (a
-                ``ValueError``, like ``ChatMemoryBuffer``'s); or, with ``initial_token_count``
-                0, the system messages and the turn in progress alone exceed ``token_limit``
-                (a configuration problem ``ChatMemoryBuffer`` would hide by sending the newest
-                message only).
+            BudgetExceededError: ``initial_token_count`` exceeds ``token_limit`` (a ``ValueError``,
+                as ``ChatMemoryBuffer``'s), or with it 0 the system messages and the turn in
+                progress alone exceed ``token_limit``.
             ConfigurationError: ``initial_token_count`` is not an int >= 0.
             InvalidMessageError: ``input`` is of another type, or a stored message cannot be
                 used (non-text content, ...).

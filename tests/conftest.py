@@ -46,3 +46,18 @@ def postgres_dsn():
                 pytest.fail(str(exc))
             pytest.skip(str(exc))
         yield dsn
+
+
+@pytest.fixture
+def pg_dsn(postgres_dsn):
+    """A conninfo whose tables live in a fresh schema (an empty store per test)."""
+    import uuid
+
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    yield f"{postgres_dsn} options='-c search_path={schema}'"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")

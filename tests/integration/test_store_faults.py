@@ -69,24 +69,11 @@ class PostgresBackend:
             return cur.fetchall() if cur.description else []
 
 
-@pytest.fixture
-def pg_schema_dsn(postgres_dsn: str) -> Iterator[str]:
-    """A conninfo whose tables live in a fresh schema."""
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield f"{postgres_dsn} options='-c search_path={schema}'"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "sqlite":
         return SQLiteBackend(tmp_path)
-    return PostgresBackend(request.getfixturevalue("pg_schema_dsn"))
+    return PostgresBackend(request.getfixturevalue("pg_dsn"))
 
 
 # -- corrupt rows --------------------------------------------------------------------------------

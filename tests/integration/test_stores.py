@@ -556,19 +556,6 @@ class TestSQLiteStore(StoreContract, SQLRowsContract, CrossProcessContract):
         store.close()
 
 
-@pytest.fixture
-def pg_dsn(postgres_dsn: str) -> Iterator[str]:
-    """A conninfo whose tables live in a fresh schema (an empty store per test)."""
-    import psycopg
-
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield f"{postgres_dsn} options='-c search_path={schema}'"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 class TestPostgresStore(StoreContract, SQLRowsContract, CrossProcessContract):
     @pytest.fixture
     def spec(self, pg_dsn: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ declaration, ``class XBlock(StrategyMemoryBlock, strategy=S, name=..., text_head
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import warnings
 from collections import OrderedDict
@@ -26,11 +27,14 @@ from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
 from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
 from ctxmgmt.offload import run_blocking
+from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._convert import CODEC, latest_user_text, render_context, to_message
 from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
 from llamaindex_ctxmgmt._tokens import as_counter
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_TOKENS = 9000
 """Most tokens a block returns when its ``token_limit`` is None and its strategy has no budget
@@ -268,7 +272,13 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         with self._lock:
             if session_id not in self._histories:
                 log = self._log(session_id)
-                messages = [] if log is None else [ChatMessage.model_validate(m) for m in log.load()]
+                try:
+                    messages = [] if log is None else [ChatMessage.model_validate(m) for m in log.load()]
+                except StoreError as exc:  # an outage: work in process; restored at the next restart
+                    logger.warning(
+                        "%s %r: flushed messages not loaded (%s)", type(self).__name__, self.name, exc
+                    )
+                    messages = []
                 self._histories[session_id] = messages
             self._histories.move_to_end(session_id)
             if self._conversations().store is not None:  # reloadable: keep only the live sessions
@@ -280,7 +290,8 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         """Keep flushed messages, grouped by the ``session_id`` ``Memory`` tags them with.
 
         Never raises on content: an unusable message is skipped with a ``UserWarning`` (see
-        the class docstring) so that ``Memory``'s flush is not aborted.
+        the class docstring) so that ``Memory``'s flush is not aborted. A store that fails (an
+        outage) is logged and the messages are kept in process; they are not in the store's log.
         """
         by_session: dict[str | None, list[ChatMessage]] = {}
         for message in messages:
@@ -303,7 +314,12 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             log = self._log(session)
             history = await run_blocking(self._history, session)  # loaded before appending
             if log is not None:
-                await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
+                try:
+                    await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
+                except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
+                    logger.warning(
+                        "%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc
+                    )
             with self._lock:
                 history.extend(ms)
 

@@ -85,3 +85,28 @@ def test_erase_needs_something_to_match():
     with pytest.raises(ConfigurationError):
         KadaneDialBlock(embed_model=HashingEmbedder()).erase("")
     assert KadaneDialBlock(embed_model=HashingEmbedder()).erase("nothing here") == 0
+
+
+async def test_a_block_on_a_store_that_is_down_keeps_working_in_process(caplog):
+    """Memory's flush and get never fail while the block's store is down (the log is skipped)."""
+    from ctxmgmt.store import InMemoryStore, StoreError
+
+    class Down(InMemoryStore):
+        def load(self, key, *, turns=None):
+            raise StoreError("database is down")
+
+        def append(self, key, entries, **kwargs):
+            raise StoreError("database is down")
+
+    block = KadaneDialBlock(embed_model=HashingEmbedder(), store=Down())
+    memory = Memory.from_defaults(
+        session_id="u1",
+        memory_blocks=[block],
+        async_database_uri="sqlite+aiosqlite:///:memory:",
+        **flush_early(40),
+    )
+    await chat(memory)
+    await memory.aput(ChatMessage(role="user", content="What is my bank PIN?"))
+    sent = await memory.aget()
+    assert block.stored_messages("u1") and SECRET in " ".join(str(m.content) for m in sent)
+    assert "database is down" in caplog.text

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -47,6 +46,9 @@ class ConvertedHistory(Generic[T]):
             converted (``Message.seen``, :func:`ctxmgmt.timestamps.stamp_missing`), so relative
             dates in them are anchored; None stamps nothing.
 
+    Not thread-safe on its own: the owning :class:`~ctxmgmt.conversation.Conversation` calls it
+    under the conversation's lock.
+
     Attributes:
         originals: The caller's messages of the last :meth:`update`, in order.
         messages: Their core form (``messages[i]`` is ``originals[i]`` converted).
@@ -66,7 +68,6 @@ class ConvertedHistory(Generic[T]):
         self._convert = convert
         self._snapshot = snapshot
         self._clock = clock
-        self.lock = threading.RLock()
         self.originals: list[T] = []
         self._contents: list[Any] = []
         self.messages: list[Message] = []
@@ -91,21 +92,20 @@ class ConvertedHistory(Generic[T]):
             InvalidMessageError: a new or changed message cannot be converted (the view is then
                 left as it was before the call).
         """
-        with self.lock:
-            have = len(self.originals)
-            extends = len(originals) >= have and (have == 0 or originals[have - 1] is self.originals[-1])
-            keep = have if not check and extends else self._common_prefix(originals)
-            if keep == len(originals) == len(self.originals):
-                return self
-            fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
-            if self._clock is not None:  # first seen now, unless converted before with equal content
-                fresh = stamp_missing(fresh, self._clock(), known=self.messages[keep:])
-            self._truncate(keep)
-            content_of = self._snapshot
-            for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):
-                content = None if content_of is None else content_of(original)
-                self._append(keep + offset, original, message, content)
+        have = len(self.originals)
+        extends = len(originals) >= have and (have == 0 or originals[have - 1] is self.originals[-1])
+        keep = have if not check and extends else self._common_prefix(originals)
+        if keep == len(originals) == len(self.originals):
             return self
+        fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
+        if self._clock is not None:  # first seen now, unless converted before with equal content
+            fresh = stamp_missing(fresh, self._clock(), known=self.messages[keep:])
+        self._truncate(keep)
+        snapshot = self._snapshot
+        for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):
+            content = None if snapshot is None else snapshot(original)
+            self._append(keep + offset, original, message, content)
+        return self
 
     def chains(self, count: int) -> list[str]:
         """Chain hashes of the first ``count`` turns (:func:`~ctxmgmt.types.chain_hashes`).
@@ -113,11 +113,10 @@ class ConvertedHistory(Generic[T]):
         Kept from call to call and dropped from the first turn that changes, so a call hashes
         only the turns that are new since the last one.
         """
-        with self.lock:
-            have = len(self._chains)
-            if have < count:
-                self._chains.extend(chain_hashes(self.turns[have:count], self._chains[-1] if have else ""))
-            return self._chains[:count]
+        have = len(self._chains)
+        if have < count:
+            self._chains.extend(chain_hashes(self.turns[have:count], self._chains[-1] if have else ""))
+        return self._chains[:count]
 
     def select_originals(self, context: Context, text_block: Callable[[Block], list[T]]) -> list[T]:
         """The caller's messages for what ``context`` selected (:func:`~ctxmgmt.selection.pick_originals`)."""
@@ -125,16 +124,15 @@ class ConvertedHistory(Generic[T]):
 
     def clear(self) -> None:
         """Forget every message."""
-        with self.lock:
-            self._truncate(0)
+        self._truncate(0)
 
     # -- internals ------------------------------------------------------------------------------
     def _common_prefix(self, originals: Sequence[T]) -> int:
-        old, contents, content_of = self.originals, self._contents, self._snapshot
+        old, contents, snapshot = self.originals, self._contents, self._snapshot
         n = min(len(old), len(originals))
         for i in range(n):
             new = originals[i]
-            if new is not old[i] or (content_of is not None and content_of(new) != contents[i]):
+            if new is not old[i] or (snapshot is not None and snapshot(new) != contents[i]):
                 return i
         return n
 

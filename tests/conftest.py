@@ -61,3 +61,13 @@ def pg_dsn(postgres_dsn):
     yield f"{postgres_dsn} options='-c search_path={schema}'"
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(autouse=True)
+def untimed_derivation(monkeypatch):
+    """Conversations derive every new turn in each call (no ``INDEX_SECONDS`` limit), so what a
+    test sees never depends on how fast the machine is; the time limit has its own tests, which
+    set ``index_seconds`` and a fake clock (``tests/unit/test_conversation.py``)."""
+    import ctxmgmt.conversation
+
+    monkeypatch.setattr(ctxmgmt.conversation, "INDEX_SECONDS", None)

@@ -21,12 +21,15 @@ different conversations run in parallel. The pool's lock only guards the mapping
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
+from ctxmgmt.budget import turn_tokens
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import ConvertedHistory
 from ctxmgmt.exceptions import ConfigurationError
@@ -38,11 +41,30 @@ from ctxmgmt.types import Message, Turn
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 Progress = Callable[[int, int], None]
 """``progress(turns_done, turns_total)``: called while a long history is derived (cold start)."""
 
 CATCH_UP_BATCH = 256
-"""Turns derived per step when a conversation catches up with a long history (one embedding batch each)."""
+"""Most turns derived per step when a conversation catches up with a long history (one embedding
+batch and, with a store, one store write each)."""
+
+FIRST_STEP = 8
+"""Turns derived by a call before its time limit starts (the first use of a model loads it), and
+the size of its first timed step; later steps are sized from the measured rate to fit the time
+left, so a call overruns :data:`INDEX_SECONDS` by about one turn's work."""
+
+INDEX_SECONDS: float | None = 0.5
+"""Seconds of derivation per call, by default (:class:`Conversation` ``index_seconds``; None = no limit).
+
+A call that brings more new turns than it can derive in this time (a cold start over a long
+history without stored state, thousands of messages sent at once) derives what fits, oldest
+first, and leaves the rest as a backlog that the next calls go on deriving; meanwhile the
+newest turns of the backlog are sent verbatim (:func:`ctxmgmt.selection.compose_context`). The
+first :data:`FIRST_STEP` turns of a call are not timed, so a backlog always shrinks. Read when
+a conversation is created: set ``ctxmgmt.conversation.INDEX_SECONDS`` before the first call to
+change it for a process."""
 
 DEFAULT_MAX_SESSIONS = 1000
 """Live conversations a pool keeps in memory (the rest are reloaded from the store on demand)."""
@@ -100,6 +122,8 @@ class Conversation(Generic[T]):
         strategy: The conversation's own strategy (never shared).
         codec: How the caller's messages map to the core.
         store: Where derived state persists; None = only in this process.
+        index_seconds: Seconds of derivation per call before the rest is left for later calls;
+            default :data:`INDEX_SECONDS` (1.0 s); None = derive everything in every call.
 
     Attributes:
         store: The store the conversation was created with (its stored state may work without
@@ -107,12 +131,20 @@ class Conversation(Generic[T]):
         lock: Held for the whole of every operation.
         last_context: The context of the last selection (None before the first or after
             :meth:`clear`).
+        backlog: Completed turns the last call left to derive (see :data:`INDEX_SECONDS`).
     """
 
     def __init__(
-        self, key: str, strategy: Strategy, codec: Codec[T], store: StateStore | None = None
+        self,
+        key: str,
+        strategy: Strategy,
+        codec: Codec[T],
+        store: StateStore | None = None,
+        *,
+        index_seconds: float | None | Literal["default"] = "default",
     ) -> None:
         self.key = key
+        self.index_seconds = INDEX_SECONDS if index_seconds == "default" else index_seconds
         self.strategy = strategy
         self.codec = codec
         self.store = store
@@ -120,12 +152,16 @@ class Conversation(Generic[T]):
         self.history: ConvertedHistory[T] = ConvertedHistory(codec.to_core, codec.snapshot, clock=_utc_now)
         self.state = StoredState(key, strategy, store)
         self.last_context: Context | None = None
+        self.backlog = 0
+        self._backlog_tokens: dict[str, int] = {}  # tokens of backlog turns, by fingerprint
 
     def index(
         self, originals: Sequence[T], *, progress: Progress | None = None, flushed: bool = False
     ) -> None:
         """Derive state for the completed turns of ``originals`` (the whole raw history).
 
+        At most ``index_seconds`` of work (see :data:`INDEX_SECONDS`); the rest waits for the
+        next call.
         Only the messages after the last call's are converted: the content check of the earlier
         ones waits for the next :meth:`select`, which always checks (so an edit made in between
         is found before it can matter). A history that does not extend the last one (a message
@@ -154,7 +190,8 @@ class Conversation(Generic[T]):
         The history's system messages come first and the turn in progress last, verbatim; the
         strategy chooses among the completed turns within what is left of ``budget`` (tokens;
         None = no limit) for ``query`` (default: the newest user message). See
-        :func:`ctxmgmt.selection.compose_context`.
+        :func:`ctxmgmt.selection.compose_context`. Turns not derived yet (a backlog left by
+        :data:`INDEX_SECONDS`) are not chosen from; the newest of them are sent verbatim.
 
         ``flushed=True`` is for messages a ``Memory`` flushed into a block: every turn is
         completed (none is in progress) and system messages are kept but never selected.
@@ -173,7 +210,15 @@ class Conversation(Generic[T]):
                 system = history.system
                 past, current = split_current(history.turns)
             self._catch_up(past, progress)
-            context = compose_context(self.strategy, system, past, current, query=query, budget=budget)
+            context = compose_context(
+                self.strategy,
+                system,
+                past,
+                current,
+                query=query,
+                budget=budget,
+                pending_tokens=self._pending_tokens,
+            )
             self.last_context = context
             messages = history.select_originals(context, text_block or self.codec.text_block)
             return Selection(messages, context)
@@ -191,6 +236,7 @@ class Conversation(Generic[T]):
             self.history.clear()
             self.state.clear()
             self.last_context = None
+            self.backlog = 0
 
     def carry_over(self, originals: Sequence[T] | None = None) -> None:
         """Start a new conversation that remembers this one (SWin's ``new_session``).
@@ -201,31 +247,73 @@ class Conversation(Generic[T]):
         """
         with self.lock:
             if originals is not None:
-                self._catch_up(list(self.history.update(originals).turns), None)
+                self._catch_up(list(self.history.update(originals).turns), None, deadline=False)
             self.strategy.new_session()
             self.state.detach_history()
             self.history.clear()
             self.last_context = None
 
-    def _catch_up(self, past: Sequence[Turn], progress: Progress | None) -> None:
-        """Bring the stored state to ``past``; a long history reaching a fresh state goes in batches.
+    def _catch_up(self, past: Sequence[Turn], progress: Progress | None, *, deadline: bool = True) -> None:
+        """Bring the stored state towards ``past``, in steps of at most :data:`CATCH_UP_BATCH` turns.
 
-        In process, ``past`` is derived :data:`CATCH_UP_BATCH` turns at a time (one embedding
-        batch each) and ``progress`` is called after each with ``(turns done, turns total)``.
-        With a store the sync is one step (the stored state must be compared with the whole
-        history, not with a prefix) and ``progress`` is called once at the end.
+        Loading and rewinding compare the whole of ``past``; new turns are then derived in
+        steps (one embedding batch and one store write each) until all are derived or, with
+        ``deadline``, ``index_seconds`` have passed (at least one turn per call; see
+        :data:`FIRST_STEP`). ``progress`` is called after each step with ``(turns done, turns total)``.
         """
         state = self.state
-        have = len(state.chains)
         chains = self.history.chains(len(past))
-        if state.store is None and len(past) - have > CATCH_UP_BATCH:
-            for end in range(have + CATCH_UP_BATCH, len(past), CATCH_UP_BATCH):
-                state.sync(past[:end], chains[:end])
-                if progress is not None:
-                    progress(end, len(past))
-        state.sync(past, chains)
-        if progress is not None and len(past) > have:
-            progress(len(past), len(past))
+        limit_s = self.index_seconds if deadline else None
+        state.sync(past, chains, limit=0)  # load or rewind only
+        done = len(state.chains)
+        step = CATCH_UP_BATCH if limit_s is None else FIRST_STEP
+        start: float | None = None  # the first step (which may load models) is not timed
+        timed = 0
+        while done < len(past):
+            state.sync(past, chains, limit=step)
+            done, last = len(state.chains), done
+            if progress is not None:
+                progress(done, len(past))
+            if done == last:  # nothing could be added: never loop on it
+                break
+            if limit_s is None:
+                continue
+            if start is None:
+                start = _monotonic()
+                continue
+            timed += done - last
+            spent = _monotonic() - start
+            if spent >= limit_s:
+                break
+            step = (
+                max(1, min(CATCH_UP_BATCH, int((limit_s - spent) * timed / spent)))
+                if spent > 0
+                else CATCH_UP_BATCH
+            )
+        backlog = len(past) - done
+        if backlog and not self.backlog:
+            logger.warning(
+                "session %r: %d turns left to derive; the next calls go on (%d of %d done)",
+                self.key,
+                backlog,
+                done,
+                len(past),
+            )
+        self.backlog = backlog
+        if not backlog:
+            self._backlog_tokens.clear()
+
+    def _pending_tokens(self, turn: Turn) -> int:
+        """Tokens of a turn of the backlog, counted once while it waits."""
+        tokens = self._backlog_tokens.get(turn.fingerprint)
+        if tokens is None:
+            tokens = self._backlog_tokens[turn.fingerprint] = turn_tokens(self.strategy.token_counter, turn)
+        return tokens
+
+
+def _monotonic() -> float:
+    """The clock that bounds derivation per call (:data:`INDEX_SECONDS`); replaced in tests."""
+    return time.monotonic()
 
 
 def _utc_now() -> dt.date:

@@ -7,14 +7,16 @@ on the next call converts and regroups only what changed: the work per call no l
 with the history's length beyond one identity check and one snapshot comparison per message.
 Each :class:`ctxmgmt.conversation.Conversation` owns one.
 
-Consistency: a message is reused when it is the *same object* with an *equal snapshot* as
-before (``snapshot``: every field the converter reads, in a cheap comparable form; each
-adapter's codec defines it beside its converter). Replacing a message (LangGraph's ``add_messages`` reducer,
-``RemoveMessage``, a chat store's ``set``), inserting or deleting one, or editing its text or
-parts, even in place (``message.content = ...``, ``message.blocks[0].text = "[redacted]"``), is
-seen and everything from the first difference on is converted again; the conversation's stored
-state then compares chain hashes (:meth:`ctxmgmt.stored_state.StoredState.sync`). A chat store that
-builds new message objects on every read simply converts every message on every call.
+Consistency: a message's conversion is reused when its snapshot equals the one taken when it
+was converted (``snapshot``: every field the converter reads, in a cheap comparable form; each
+adapter's codec defines it beside its converter), whether it is the same object or a new, equal
+one (a checkpointer or a chat store that rebuilds its messages on every read); the view then
+holds the new object. Without a snapshot, only the same object is reused. Replacing a message
+(LangGraph's ``add_messages`` reducer, ``RemoveMessage``, a chat store's ``set``), inserting or
+deleting one, or editing its text or parts, even in place (``message.content = ...``,
+``message.blocks[0].text = "[redacted]"``), is seen and everything from the first difference
+on is converted again; the conversation's stored state then compares chain hashes
+(:meth:`ctxmgmt.stored_state.StoredState.sync`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class ConvertedHistory(Generic[T]):
         self.turns: list[Turn] = []
         self.turn_originals: list[list[T]] = []
         self._turn_at: list[int] = []  # position in ``originals`` of each turn's first message
+        self._slot: list[tuple[list[T], int]] = []  # where each message sits in turn/system_originals
         self._chains: list[str] = []  # chain hashes of the first turns (see :meth:`chains`)
 
     def update(self, originals: Sequence[T], *, check: bool = True) -> ConvertedHistory[T]:
@@ -128,12 +131,20 @@ class ConvertedHistory(Generic[T]):
 
     # -- internals ------------------------------------------------------------------------------
     def _common_prefix(self, originals: Sequence[T]) -> int:
+        """How many leading messages are unchanged; an equal new object takes the old one's place."""
         old, contents, snapshot = self.originals, self._contents, self._snapshot
         n = min(len(old), len(originals))
         for i in range(n):
             new = originals[i]
-            if new is not old[i] or (snapshot is not None and snapshot(new) != contents[i]):
+            if new is old[i]:
+                if snapshot is not None and snapshot(new) != contents[i]:
+                    return i
+            elif snapshot is None or snapshot(new) != contents[i]:
                 return i
+            else:  # rebuilt by the caller with the same content: keep its conversion
+                old[i] = new
+                holder, at = self._slot[i]
+                holder[at] = new
         return n
 
     def _truncate(self, keep: int) -> None:
@@ -150,6 +161,7 @@ class ConvertedHistory(Generic[T]):
         kept = slice(regroup_from, keep)
         pending = list(zip(self.originals[kept], self.messages[kept], self._contents[kept], strict=True))
         del self.originals[regroup_from:], self._contents[regroup_from:], self.messages[regroup_from:]
+        del self._slot[regroup_from:]
         for offset, (original, message, content) in enumerate(pending):
             self._append(regroup_from + offset, original, message, content)
 
@@ -165,15 +177,18 @@ class ConvertedHistory(Generic[T]):
         self.messages.append(message)
         if message.role == "system":
             self.system.append(message)
+            self._slot.append((self.system_originals, len(self.system_originals)))
             self.system_originals.append(original)
             self._system_at.append(position)
             return
         if message.role == "user" or not self.turns:
             self.turns.append(Turn(len(self.turns), (message,)))
             self.turn_originals.append([original])
+            self._slot.append((self.turn_originals[-1], 0))
             self._turn_at.append(position)
             return
         last = self.turns[-1]
         self.turns[-1] = Turn(last.index, (*last.messages, message))
         del self._chains[last.index :]
+        self._slot.append((self.turn_originals[-1], len(self.turn_originals[-1])))
         self.turn_originals[-1].append(original)

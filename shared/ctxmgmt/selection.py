@@ -19,6 +19,10 @@ from ctxmgmt.exceptions import BudgetExceededError
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn, clean_text, group_turns, split_system
 
+BACKLOG_TURNS = 8
+"""Newest completed turns not derived yet that are sent verbatim (within half of what the budget
+leaves), while a backlog is being derived (:data:`ctxmgmt.conversation.INDEX_SECONDS`)."""
+
 
 def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
     """Split turns into (completed past turns, the turn in progress or None).
@@ -98,8 +102,9 @@ def compose_context(
     *,
     query: str | None = None,
     budget: int | None = None,
+    pending_tokens: Callable[[Turn], int] | None = None,
 ) -> Context:
-    """The context for the next model call, from a strategy that already holds ``past``.
+    """The context for the next model call, from a strategy that holds ``past`` (or a prefix of it).
 
     System messages always come first and the turn in progress (``current``) always comes
     last, verbatim; the strategy chooses among the completed turns ``past`` in between, within
@@ -107,6 +112,11 @@ def compose_context(
     else the newest user message (:func:`infer_query`). With no query at all (no user message
     yet) the strategy is not consulted and every completed turn is kept, newest first within
     the budget.
+
+    When the strategy holds only a prefix of ``past`` (a backlog still being derived), the
+    newest :data:`BACKLOG_TURNS` turns of the rest are sent verbatim before the turn in
+    progress, within half of what the budget leaves; the strategy chooses within the remainder.
+    ``pending_tokens`` counts such a turn's tokens (default: the strategy's counter, uncached).
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -123,6 +133,11 @@ def compose_context(
             f"budget of {budget}; raise the budget or shorten the current message"
         )
     remaining = None if budget is None else budget - fixed
+    derived = len(strategy.turns)
+    cost = pending_tokens or (lambda turn: turn_tokens(counter, turn))
+    pending = _backlog_block(cost, past[derived:], derived, None if remaining is None else remaining // 2)
+    if remaining is not None and pending is not None:
+        remaining -= pending.tokens
     if question:
         selected = strategy.select(question, budget=remaining)
     else:
@@ -139,6 +154,8 @@ def compose_context(
             )
         )
     blocks.extend(selected.blocks)
+    if pending is not None:
+        blocks.append(pending)
     if current is not None:
         blocks.append(
             Block(
@@ -152,9 +169,11 @@ def compose_context(
     return Context(
         query=question,
         blocks=blocks,
-        history_tokens=fixed + strategy.total_tokens,
+        history_tokens=fixed + strategy.total_tokens + sum(map(cost, past[derived:])),
         strategy=strategy.name,
-        details=selected.details,
+        details=selected.details
+        if derived == len(past)
+        else {**selected.details, "backlog": len(past) - derived},
     )
 
 
@@ -202,6 +221,31 @@ def select_originals(
     system, conversation = split_system(list(converted))
     turns = [[original_of[id(m)] for m in turn.messages] for turn in group_turns(conversation)]
     return pick_originals(context, [original_of[id(m)] for m in system], turns, text_block)
+
+
+def _backlog_block(
+    cost_of: Callable[[Turn], int], backlog: Sequence[Turn], first: int, budget: int | None
+) -> Block | None:
+    """The newest :data:`BACKLOG_TURNS` of ``backlog`` (history turns ``first``..) within ``budget``."""
+    keep: list[Turn] = []
+    used = 0
+    for turn in reversed(backlog[-BACKLOG_TURNS:]):
+        cost = cost_of(turn)
+        if budget is not None and used + cost > budget:
+            break
+        keep.append(turn)
+        used += cost
+    if not keep:
+        return None
+    keep.reverse()
+    start = first + len(backlog) - len(keep)
+    return Block(
+        "turns",
+        turns=tuple(range(start, start + len(keep))),
+        messages=tuple(m for t in keep for m in t.messages),
+        tokens=used,
+        reason=f"newest turns not derived yet ({len(backlog)} waiting)",
+    )
 
 
 def _recent_within(strategy: Strategy, budget: int | None) -> Context:

@@ -78,11 +78,15 @@ class StoredState:
         self._loaded = store is None
 
     # -- the one entry point ------------------------------------------------------------------
-    def sync(self, past: Sequence[Turn], chains: Sequence[str] | None = None) -> None:
+    def sync(
+        self, past: Sequence[Turn], chains: Sequence[str] | None = None, *, limit: int | None = None
+    ) -> None:
         """Make the strategy hold exactly the completed turns ``past`` (and persist what changed).
 
         ``chains`` are the chain hashes of ``past`` when the caller keeps them
         (:meth:`ctxmgmt.converted.ConvertedHistory.chains`); by default they are computed.
+        ``limit``: add at most this many new turns (the strategy then holds a prefix of ``past``;
+        loading and rewinding still compare the whole of ``past``). None = all of them.
         The caller holds the conversation's lock.
         Never raises for store trouble: a failing or inconsistent store is reported as a
         warning and the state is rebuilt from ``past``.
@@ -92,7 +96,7 @@ class StoredState:
             raise ValueError(f"{len(chains)} chain hashes for {len(past)} turns")
         for _ in range(RETRIES):
             try:
-                self._sync(past, chains)
+                self._sync(past, chains, limit)
                 return
             except StaleStateError:
                 logger.info("session %r was written by another worker; reloading", self.key)
@@ -103,20 +107,22 @@ class StoredState:
                 try:
                     self.store.delete(self.key)
                 except StoreError as failed:
-                    self._sync_without_store(past, chains, failed)
+                    self._sync_without_store(past, chains, failed, limit)
                     return
                 self._unload()
             except StoreError as exc:
-                self._sync_without_store(past, chains, exc)
+                self._sync_without_store(past, chains, exc, limit)
                 return
         self._unload()
         self.store, self._loaded = None, True
         logger.warning(
             "session %r: gave up writing after %d conflicts; working in process", self.key, RETRIES
         )
-        self._sync(past, chains)
+        self._sync(past, chains, limit)
 
-    def _sync_without_store(self, past: Sequence[Turn], chains: list[str], cause: StoreError) -> None:
+    def _sync_without_store(
+        self, past: Sequence[Turn], chains: list[str], cause: StoreError, limit: int | None = None
+    ) -> None:
         """Bring the state up to date in process for this call; the next call loads from the store again.
 
         The strategy keeps what it holds (it always matches :attr:`chains`, whichever store
@@ -127,11 +133,11 @@ class StoredState:
         store, self.store = self.store, None
         self._loaded = True
         try:
-            self._sync(past, chains)
+            self._sync(past, chains, limit)
         finally:
             self.store, self._loaded = store, store is None
 
-    def _sync(self, past: Sequence[Turn], chains: list[str]) -> None:
+    def _sync(self, past: Sequence[Turn], chains: list[str], limit: int | None = None) -> None:
         if not self._loaded:
             self._load(past, chains)
         keep = _common_prefix(self.chains, chains)
@@ -143,7 +149,8 @@ class StoredState:
                 len(self.chains),
             )
             self._rewind(past, chains, keep)
-        self._add(past, chains)
+        end = len(past) if limit is None else min(len(past), len(self.chains) + limit)
+        self._add(past[:end], chains[:end])
 
     # -- loading and rewinding ----------------------------------------------------------------
     def _unload(self) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import normalise
+from ctxmgmt.components.embedder import embedder_dimension, normalise
 from ctxmgmt.conversation import Codec, ConversationPool
 from ctxmgmt.store.base import StateStore
 from ctxmgmt.stored_state import StoredState
@@ -81,6 +81,11 @@ class HashingEmbedder:
         self.signed = signed
         self.calls: list[int] = []
 
+    @property
+    def dimension(self) -> int:
+        """Dimension of the vectors (``dim``)."""
+        return self.dim
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One unit-length float32 row per text; shape (len(texts), dim)."""
         self.calls.append(len(texts))
@@ -117,6 +122,11 @@ class CountingEmbedder:
         self.calls = 0
         self.texts = 0
         self.queries = 0
+
+    @property
+    def dimension(self) -> int | None:
+        """The inner embedder's declared dimension (see ``embedder_dimension``)."""
+        return embedder_dimension(self.inner)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents with the inner embedder (counted in ``calls`` and ``texts``)."""

@@ -22,6 +22,7 @@ zone keeps its own local date; an epoch number is a UTC date.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import logging
 import math
@@ -29,11 +30,10 @@ import numbers
 import re
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 
 from ctxmgmt.dates import parse_date
 from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.types import Message
+from ctxmgmt.types import Message, clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +220,13 @@ def stamp_missing(
         if message.timestamp or message.seen:
             stamped.append(message)
             continue
-        same = earlier.get(_content_key(message))
-        stamped.append(replace(message, seen=same.popleft() if same else stamp))
+        same = earlier.get(_content_key(message)) if earlier else None
+        stamped.append(_with_seen(message, same.popleft() if same else stamp))
     return stamped
+
+
+def _with_seen(message: Message, seen: str) -> Message:
+    """A copy of ``message`` with ``seen`` set (its other fields were checked when it was built)."""
+    copied = copy.copy(message)
+    object.__setattr__(copied, "seen", clean_text(seen))
+    return copied

@@ -133,3 +133,47 @@ def test_an_empty_message_in_the_state_never_kills_the_thread(hashing_embedder):
     assert any(m.content == "" for m in model.received[-1]) or len(model.received[-1]) >= 2
     selected = KadaneDialSelector(embedder=hashing_embedder).invoke([HumanMessage(""), HumanMessage("hi")])
     assert selected[-1].content == "hi"
+
+
+@pytest.mark.parametrize("memory", ["KadaneDial", "TopicThread", "DiscourseTree"])
+def test_thousands_of_messages_at_once_are_derived_over_several_calls(memory, hashing_embedder, monkeypatch):
+    """A thread sent 1,200 messages in one call: each call derives what fits in its time and
+    sends the newest waiting turns verbatim; later calls go on until the backlog is gone."""
+    import ctxmgmt.conversation as conversation_module
+    import langchain_ctxmgmt
+    from ctxmgmt.selection import BACKLOG_TURNS
+    from langchain_ctxmgmt.testing import RecordingChatModel
+
+    now = [0.0]
+
+    def clock() -> float:  # every reading is 0.2 s later: a call derives about 30 turns
+        now[0] += 0.2
+        return now[0]
+
+    monkeypatch.setattr(conversation_module, "INDEX_SECONDS", 0.5)
+    monkeypatch.setattr(conversation_module, "_monotonic", clock)
+    middleware = getattr(langchain_ctxmgmt, f"{memory}Middleware")(embedder=hashing_embedder)
+    model = RecordingChatModel(messages=iter(["Noted."] * 100))
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "flood"}}
+    flood: list[Any] = []
+    for i in range(600):
+        flood += [HumanMessage(f"note {i}: item {i % 37}"), AIMessage(f"ok {i}")]
+    agent.invoke({"messages": [*flood, HumanMessage("What did I say about item 5?")]}, config)
+    sent = model.received[-1]
+    assert sent[-1].content == "What did I say about item 5?"
+    assert [m.content for m in sent[-1 - 2 * BACKLOG_TURNS : -1]] == [
+        m.content for m in flood[-2 * BACKLOG_TURNS :]
+    ]
+    backlog = middleware.last_context.details["backlog"]
+    assert 0 < backlog < 600
+    calls = 1
+    while middleware.last_context.details.get("backlog"):
+        agent.invoke({"messages": [HumanMessage(f"and item {calls}?")]}, config)
+        assert middleware.last_context.details.get("backlog", 0) < backlog
+        backlog = middleware.last_context.details.get("backlog", 0)
+        calls += 1
+        assert calls < 100
+    assert model.received[-1][-1].content == f"and item {calls - 1}?"
+    state = agent.get_state(config).values["messages"]
+    assert [m.content for m in state[:1200]] == [m.content for m in flood]  # the history is untouched

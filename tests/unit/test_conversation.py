@@ -10,6 +10,7 @@ import pytest
 import ctxmgmt.conversation as conversation_module
 from ctxmgmt import BudgetExceededError, InvalidMessageError, KadaneDialStrategy, SWinStrategy
 from ctxmgmt.conversation import Codec, Conversation, ConversationPool
+from ctxmgmt.selection import BACKLOG_TURNS
 from ctxmgmt.store.memory import InMemoryStore
 from ctxmgmt.types import Message, chain_hashes
 
@@ -70,6 +71,7 @@ def test_index_derives_completed_turns_and_a_later_select_sees_an_edit_in_place(
 
 def test_a_long_history_is_derived_in_batches_with_progress(hashing_embedder, monkeypatch):
     monkeypatch.setattr(conversation_module, "CATCH_UP_BATCH", 16)
+    monkeypatch.setattr(conversation_module, "INDEX_SECONDS", None)  # no time limit: steps of 16
     seen: list[tuple[int, int]] = []
     batched = kadane(hashing_embedder)
     batched.index(chat(40), progress=lambda done, total: seen.append((done, total)))
@@ -142,3 +144,72 @@ def test_a_pool_without_a_store_takes_the_one_given_per_call(hashing_embedder):
     stored = pool.get("t", store=agent_store)
     assert stored is not plain and stored.store is agent_store
     assert pool.get("t", store=agent_store) is stored
+
+
+class Clock:
+    """A monotonic clock that moves ``tick`` seconds every time it is read."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+
+def test_a_call_derives_what_fits_in_its_time_and_sends_the_newest_waiting_turns_verbatim(
+    hashing_embedder, monkeypatch
+):
+    monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.2))
+    capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
+    history = [*chat(60), Note("user", "question 59 about cats")]
+    selection = capped.select(history)
+    assert 0 < len(capped.strategy) < 60 and capped.backlog == 60 - len(capped.strategy)
+    waiting = selection.context.blocks[-2]
+    assert waiting.turns == tuple(range(60 - BACKLOG_TURNS, 60))
+    assert "not derived yet" in waiting.reason and selection.context.details["backlog"] == capped.backlog
+    assert selection.messages[-3:] == history[-3:]  # the newest waiting turn, then the question
+    full = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=None)
+    assert selection.context.history_tokens == full.select(history).context.history_tokens
+    for _ in range(60):  # each later call goes on deriving; the backlog only shrinks
+        before = capped.backlog
+        capped.select(history)
+        assert capped.backlog < before or capped.backlog == 0
+        if not capped.backlog:
+            break
+    assert capped.backlog == 0 and capped.strategy.to_state() == full.strategy.to_state()
+    assert capped.select(history).context.blocks == full.select(history).context.blocks
+
+
+def test_waiting_turns_take_at_most_half_the_budget_left(hashing_embedder, monkeypatch):
+    monkeypatch.setattr(conversation_module, "_monotonic", Clock(1.0))
+    capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
+    history = [*chat(40), Note("user", "question 3 about cats")]
+    context = capped.select(history, budget=60).context
+    waiting = [b for b in context.blocks if "not derived yet" in b.reason]
+    assert waiting and waiting[0].tokens <= (60 - context.blocks[-1].tokens - context.blocks[0].tokens) // 2
+    assert context.tokens <= 60
+
+
+def test_a_time_limited_call_on_a_store_resumes_from_the_stored_prefix(hashing_embedder, monkeypatch):
+    monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.4))
+    store = InMemoryStore()
+    first = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, store, index_seconds=0.5)
+    history = chat(50)
+    first.index(history)
+    derived = len(first.strategy)
+    assert 0 < derived < 50 and store.load("k").chains == chain_hashes(first.history.turns[:derived])
+    restarted = Conversation(
+        "k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, store, index_seconds=None
+    )
+    restarted.index(history)  # a new process: restores the stored prefix, derives the rest
+    assert restarted.backlog == 0 and restarted.state.chains == chain_hashes(restarted.history.turns)
+
+
+def test_carrying_over_derives_every_turn_whatever_the_time_limit(monkeypatch):
+    monkeypatch.setattr(conversation_module, "_monotonic", Clock(10.0))
+    capped = Conversation("s", SWinStrategy(window=2, overlap=0), CODEC, index_seconds=0.1)
+    capped.carry_over(chat(40))
+    whole = Conversation("s", SWinStrategy(window=2, overlap=0), CODEC, index_seconds=None)
+    whole.carry_over(chat(40))
+    assert capped.strategy.to_state() == whole.strategy.to_state()

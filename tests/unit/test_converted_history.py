@@ -158,3 +158,29 @@ def test_an_unchecked_update_of_a_history_that_does_not_extend_the_last_checks_e
     assert view.turns[-1].messages[-1].text == "answer 3, regenerated"
     view.update(replaced[:3], check=False)  # shorter: compared like a checked update
     assert [t.messages[0].text for t in view.turns] == ["question 0"]
+
+
+def test_equal_new_objects_keep_their_conversion_and_take_the_old_ones_place() -> None:
+    view = ConvertedHistory(convert, lambda m: (m.role, m.content))
+    messages = chat(4)
+    view.update(messages)
+    rebuilt = [FrameworkMessage(m.role, m.content) for m in messages]  # a checkpointer's fresh copies
+    turns_before = list(view.turns)
+    check(view, rebuilt)
+    assert all(m.conversions[0] == 0 for m in rebuilt)  # nothing converted again
+    assert view.turns == turns_before and all(a is b for a, b in zip(view.turns, turns_before, strict=True))
+    assert view.originals == rebuilt and view.turn_originals[1][0] is rebuilt[3]
+    assert view.system_originals[0] is rebuilt[0]
+    edited = [FrameworkMessage(m.role, m.content) for m in rebuilt]
+    edited[5].content = "answer 1, corrected"
+    check(view, edited)  # a new object with other content is converted again, from there on
+    assert edited[5].conversions[0] == 1 and edited[4].conversions[0] == 0
+
+
+def test_without_a_snapshot_only_the_same_object_is_reused() -> None:
+    view = ConvertedHistory(convert, None)
+    messages = chat(2)
+    view.update(messages)
+    rebuilt = [FrameworkMessage(m.role, m.content) for m in messages]
+    check(view, rebuilt)
+    assert all(m.conversions[0] == 1 for m in rebuilt)

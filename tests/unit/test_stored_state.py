@@ -24,6 +24,7 @@ from ctxmgmt import (
 )
 from ctxmgmt.components.summarizer import LLMSummarizer
 from ctxmgmt.store import InMemoryStore, SQLiteStore, StoreError
+from ctxmgmt.store.base import TurnEntry
 from ctxmgmt.strategies import acm, swin, topic_thread
 from ctxmgmt.testing import FakeLLM, HashingEmbedder, StatePool
 from ctxmgmt.types import Turn, chain_hashes, group_turns
@@ -198,6 +199,46 @@ def test_corrupt_record_rebuilds_instead_of_failing(tmp_path, caplog):
         session.sync(conversation(6))
     assert "unusable" in caplog.text
     assert len(session.strategy) == 6 and session.strategy.select("cat").blocks
+
+
+def _resized(value: Any) -> Any:
+    """A stored vector (or list of them) one dimension short."""
+    if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[-1] > 8:
+        return value[..., :-1]
+    if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
+        return [_resized(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("strategy", [KadaneDialStrategy, TopicThreadStrategy, DiscourseTreeStrategy])
+def test_stored_vectors_all_of_another_dimension_are_rebuilt_before_the_first_query(
+    strategy, tmp_path, caplog
+):
+    """Every stored vector consistently one dimension short (not only one bad row): the restore
+    checks them against the embedder's own dimension, so the first query does not fail."""
+    store = SQLiteStore(tmp_path / "s.db")
+    turns = conversation(8)
+    original = StatePool(lambda: strategy(embedder=HashingEmbedder()), store=store).get("a")
+    original.sync(turns)
+    stored = store.load(original.key)
+    assert stored is not None
+    records = {name: _resized(value) for name, value in stored.records.items()}
+    assert any(records[name] is not stored.records[name] for name in records)
+    last = len(stored.chains) - 1
+    store.delete(original.key)
+    store.append(
+        original.key,
+        [TurnEntry(i, chain, records if i == last else {}) for i, chain in enumerate(stored.chains)],
+        expected_version=0,
+        strategy=stored.strategy,
+        config=stored.config,
+    )
+    with caplog.at_level(logging.WARNING):
+        pool = StatePool(lambda: strategy(embedder=HashingEmbedder()), store=SQLiteStore(tmp_path / "s.db"))
+        session = pool.get("a")
+        session.sync(turns)
+        assert session.strategy.select("what does my cat like?").blocks  # no dimension error
+    assert "dimensions" in caplog.text and len(session.strategy) == 8
 
 
 def test_failing_store_falls_back_to_process_memory(caplog):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -372,6 +374,21 @@ class _OnnxEncoder(_PoolingEncoder):
         return np.asarray(self.session.run(None, {"ids": ids, "mask": mask})[0])
 
 
+@functools.lru_cache(maxsize=8)
+def _pooling_dimension(path: str) -> int | None:
+    """The pooling dimension of a sentence-transformers folder with nothing after it but Normalize."""
+    folder = Path(path)
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        pooling = next(m["path"] for m in modules if str(m["type"]).endswith("Pooling"))
+        config = json.loads((folder / pooling / "config.json").read_text(encoding="utf-8"))
+        dimension = int(config["word_embedding_dimension"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    return dimension if kinds[:2] == ["Transformer", "Pooling"] and kinds[2:] in ([], ["Normalize"]) else None
+
+
 def _is_mean_pooling(model: Any) -> bool:
     """Whether ``model`` is (Transformer, mean Pooling[, Normalize]), which the encoders here run."""
     try:
@@ -466,6 +483,15 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.frozen = bool(frozen)
         self.backend = backend
+
+    @property
+    def dimension(self) -> int | None:
+        """Dimension of the vectors, read from the model folder without loading it.
+
+        That of the mean pooling for a (Transformer, Pooling[, Normalize]) model (384 for the
+        bundled MiniLM); None for any other layout or an unreadable folder.
+        """
+        return _pooling_dimension(self.model_path or bundled_minilm_path())
 
     @property
     def model(self) -> Any:
@@ -662,6 +688,22 @@ EMBEDDING_CACHE_SIZE = 4096
 """Texts whose vectors one :class:`EmbeddingCache` keeps (about 6 MB of 384-d float32)."""
 
 
+def embedder_dimension(embedder: Any) -> int | None:
+    """The dimension ``embedder`` declares for its vectors (its ``dimension``), without embedding.
+
+    Restored vectors are checked against it (:func:`restored_vectors`), so a stored state whose
+    vectors all have another dimension is rebuilt instead of failing every query. None when the
+    embedder declares none (the check is then left to the first new embedding).
+    """
+    try:
+        dimension = getattr(embedder, "dimension", None)
+    except Exception:  # noqa: BLE001 - a declared dimension that cannot be read is no declaration
+        return None
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        return None
+    return dimension
+
+
 class EmbeddingCache:
     """Bounded, content-keyed cache of embeddings (least recently used out first).
 
@@ -740,6 +782,10 @@ class EmbeddingCache:
         vector = self.get(key)
         assert vector is not None
         return vector
+
+    def expected_dim(self) -> int | None:
+        """The dimension new vectors will have: :attr:`dim`, else the embedder's (one probe)."""
+        return self.dim if self.dim is not None else embedder_dimension(self.embedder)
 
     def clear(self) -> None:
         """Drop every vector (and forget :attr:`dim`)."""

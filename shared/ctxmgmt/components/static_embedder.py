@@ -164,6 +164,11 @@ class StaticEmbedder:
         return load_static_model(self.path, self.tokenizer_path)
 
     @property
+    def dimension(self) -> int:
+        """Dimension of the vectors (384: MiniLM's space)."""
+        return self.model.dim
+
+    @property
     def name(self) -> str:
         """How stored states and errors name it: the model and a digest of its weights."""
         return f"{STATIC_MODEL}@{self.model.digest}"

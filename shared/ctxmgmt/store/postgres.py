@@ -93,6 +93,10 @@ def redact(conninfo: str) -> str:
     return str(psycopg.conninfo.make_conninfo(**params))
 
 
+CLOSE_SECONDS = 2.0
+"""How long :meth:`PostgresStore.close` waits for a pool's workers (twice that for an async pool)."""
+
+
 class PostgresStore(SQLStore):
     """Derived state in PostgreSQL, through a psycopg connection pool (sync and native async).
 
@@ -440,15 +444,16 @@ class PostgresStore(SQLStore):
                 continue
             try:
                 if loop.is_running():
-                    future = asyncio.run_coroutine_threadsafe(pool.close(), loop)
+                    future = asyncio.run_coroutine_threadsafe(pool.close(timeout=CLOSE_SECONDS), loop)
                     if not _in_loop(loop):
-                        future.result(timeout=10)
+                        future.result(timeout=2 * CLOSE_SECONDS)
                 else:
-                    loop.run_until_complete(pool.close())
+                    closing = asyncio.wait_for(pool.close(timeout=CLOSE_SECONDS), 2 * CLOSE_SECONDS)
+                    loop.run_until_complete(closing)
             except Exception:  # noqa: BLE001 - best effort: the loop is going away
                 pass
         if self._pool is not None and self._own_pool:
-            self._pool.close()
+            self._pool.close(timeout=CLOSE_SECONDS)
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

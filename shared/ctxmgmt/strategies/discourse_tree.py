@@ -29,6 +29,7 @@ from ctxmgmt.components.embedder import (
     dot_rows,
     embed_documents,
     embed_query,
+    embedder_dimension,
     restored_vectors,
 )
 from ctxmgmt.components.llm_call import bound_input, meter_calls
@@ -1043,7 +1044,7 @@ class DiscourseTreeStrategy(Strategy):
         self._paths.clear()
         self._last_similarities = None
         # checked before any is cached: a bad one must not set the caches' dimension
-        count, dim = len(self._turns), self._dim()
+        count, dim = len(self._turns), self._dim() or embedder_dimension(self.embedder)
         vectors = restored_vectors(state["embeddings"], count, dim=dim, what="embeddings")
         dim = int(vectors[0].shape[0]) if vectors else dim
         queries = state.get("query_embeddings", state["embeddings"])

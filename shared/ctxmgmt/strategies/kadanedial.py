@@ -284,7 +284,7 @@ class KadaneDialStrategy(Strategy):
     def _load(self, state: dict[str, Any]) -> None:
         # checked before any is cached: a bad one must not set the cache's dimension
         vectors = restored_vectors(
-            state["embeddings"], len(self._turns), dim=self._embeddings.dim, what="embeddings"
+            state["embeddings"], len(self._turns), dim=self._embeddings.expected_dim(), what="embeddings"
         )
         for turn, vector in zip(self._turns, vectors, strict=True):
             self._embeddings.put(turn.fingerprint, vector)

@@ -354,14 +354,17 @@ class TopicThreadStrategy(Strategy):
         With ``centre`` the cosine is taken after subtracting the conversation's mean turn
         embedding from both sides.
         """
+        if not self._slots:
+            return []
         mean = self._mean()
         query = _unit(np.asarray(vector, dtype=np.float64) - mean)
-        out: list[tuple[float, float, float]] = []
-        for slot in self._slots:
-            cos = float(self._slot_vector(slot, mean) @ query)
-            decay = math.exp(-self.alpha * max(0, now - slot.last_retrieved))
-            out.append((cos * decay, cos, decay))
-        return out
+        sizes = np.array([len(slot.turns) for slot in self._slots], dtype=np.float64)
+        centred = np.vstack([self._slot_sum(slot) for slot in self._slots]) / sizes[:, None] - mean
+        norms = np.linalg.norm(centred, axis=1)
+        cosines = (centred @ query) / np.where(norms > 0, norms, 1.0)  # one product for every slot
+        ages = np.maximum(0, now - np.array([slot.last_retrieved for slot in self._slots], dtype=np.float64))
+        decays = np.exp(-float(self.alpha) * ages)
+        return list(zip((cosines * decays).tolist(), cosines.tolist(), decays.tolist(), strict=True))
 
     def _retrieve(self, scores: Sequence[tuple[float, float, float]]) -> list[int]:
         """Slot positions retrieved: score > tau (best first, at most top_k), else the top one."""
@@ -726,7 +729,7 @@ class TopicThreadStrategy(Strategy):
     def _load(self, state: dict[str, Any]) -> None:
         # checked before any is cached: a bad one must not set the cache's dimension
         vectors = restored_vectors(
-            state["embeddings"], len(self._turns), dim=self._embeddings.dim, what="embeddings"
+            state["embeddings"], len(self._turns), dim=self._embeddings.expected_dim(), what="embeddings"
         )
         slots = [checked_fields(Slot(**d), "slot") for d in state["slots"]]
         dim = int(vectors[0].shape[0]) if vectors else self._embeddings.dim

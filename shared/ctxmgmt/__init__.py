@@ -3,6 +3,7 @@
 The framework-free core. Adapters live in ``langchain_ctxmgmt`` and ``llamaindex_ctxmgmt``.
 """
 
+from ctxmgmt.components.embedder import warm_up
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import (
     BudgetExceededError,
@@ -51,4 +52,5 @@ __all__ = [
     "build_context",
     "group_turns",
     "kadane_dial",
+    "warm_up",
 ]

@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
@@ -65,6 +65,14 @@ newest turns of the backlog are sent verbatim (:func:`ctxmgmt.selection.compose_
 first :data:`FIRST_STEP` turns of a call are not timed, so a backlog always shrinks. Read when
 a conversation is created: set ``ctxmgmt.conversation.INDEX_SECONDS`` before the first call to
 change it for a process."""
+
+BACKGROUND = True
+"""Whether a backlog is also derived between calls, by one daemon thread per process
+(default of :attr:`Conversation.in_background`; read when a conversation is created)."""
+
+BACKGROUND_STEP_SECONDS = 0.1
+"""Seconds of one background step (after its first :data:`FIRST_STEP` turns); the worker then
+rests as long as the step took, so it never takes more than about half a core from calls."""
 
 DEFAULT_MAX_SESSIONS = 1000
 """Live conversations a pool keeps in memory (the rest are reloaded from the store on demand)."""
@@ -132,6 +140,8 @@ class Conversation(Generic[T]):
         last_context: The context of the last selection (None before the first or after
             :meth:`clear`).
         backlog: Completed turns the last call left to derive (see :data:`INDEX_SECONDS`).
+        in_background: Whether the process's background worker derives a backlog between calls
+            (default :data:`BACKGROUND`).
     """
 
     def __init__(
@@ -153,6 +163,8 @@ class Conversation(Generic[T]):
         self.state = StoredState(key, strategy, store)
         self.last_context: Context | None = None
         self.backlog = 0
+        self.in_background = BACKGROUND
+        self._pending: tuple[list[Turn], list[str]] | None = None  # the backlog's history and chains
         self._backlog_tokens: dict[str, int] = {}  # tokens of backlog turns, by fingerprint
 
     def index(
@@ -237,6 +249,7 @@ class Conversation(Generic[T]):
             self.state.clear()
             self.last_context = None
             self.backlog = 0
+            self._pending = None
 
     def carry_over(self, originals: Sequence[T] | None = None) -> None:
         """Start a new conversation that remembers this one (SWin's ``new_session``).
@@ -254,19 +267,30 @@ class Conversation(Generic[T]):
             self.last_context = None
 
     def _catch_up(self, past: Sequence[Turn], progress: Progress | None, *, deadline: bool = True) -> None:
-        """Bring the stored state towards ``past``, in steps of at most :data:`CATCH_UP_BATCH` turns.
+        """Bring the stored state towards ``past`` within ``index_seconds`` (all of it without ``deadline``).
+
+        A backlog left behind is handed to the background worker when ``in_background``.
+        """
+        chains = self.history.chains(len(past))
+        self._derive(past, chains, progress, self.index_seconds if deadline else None)
+        self._pending = (list(past), chains) if self.backlog else None
+        if self.backlog and self.in_background:
+            _WORKER.submit(self)
+
+    def _derive(
+        self, past: Sequence[Turn], chains: list[str], progress: Progress | None, seconds: float | None
+    ) -> None:
+        """Derive ``past`` in steps of at most :data:`CATCH_UP_BATCH` turns, for about ``seconds``.
 
         Loading and rewinding compare the whole of ``past``; new turns are then derived in
-        steps (one embedding batch and one store write each) until all are derived or, with
-        ``deadline``, ``index_seconds`` have passed (at least one turn per call; see
-        :data:`FIRST_STEP`). ``progress`` is called after each step with ``(turns done, turns total)``.
+        steps (one embedding batch and one store write each) until all are derived or
+        ``seconds`` (None = no limit) have passed after the first :data:`FIRST_STEP` turns.
+        ``progress`` is called after each step with ``(turns done, turns total)``.
         """
         state = self.state
-        chains = self.history.chains(len(past))
-        limit_s = self.index_seconds if deadline else None
         state.sync(past, chains, limit=0)  # load or rewind only
         done = len(state.chains)
-        step = CATCH_UP_BATCH if limit_s is None else FIRST_STEP
+        step = CATCH_UP_BATCH if seconds is None else FIRST_STEP
         start: float | None = None  # the first step (which may load models) is not timed
         timed = 0
         while done < len(past):
@@ -276,24 +300,24 @@ class Conversation(Generic[T]):
                 progress(done, len(past))
             if done == last:  # nothing could be added: never loop on it
                 break
-            if limit_s is None:
+            if seconds is None:
                 continue
             if start is None:
                 start = _monotonic()
                 continue
             timed += done - last
             spent = _monotonic() - start
-            if spent >= limit_s:
+            if spent >= seconds:
                 break
             step = (
-                max(1, min(CATCH_UP_BATCH, int((limit_s - spent) * timed / spent)))
+                max(1, min(CATCH_UP_BATCH, int((seconds - spent) * timed / spent)))
                 if spent > 0
                 else CATCH_UP_BATCH
             )
         backlog = len(past) - done
         if backlog and not self.backlog:
             logger.warning(
-                "session %r: %d turns left to derive; the next calls go on (%d of %d done)",
+                "session %r: %d turns left to derive; later calls and the background go on (%d of %d done)",
                 self.key,
                 backlog,
                 done,
@@ -303,12 +327,88 @@ class Conversation(Generic[T]):
         if not backlog:
             self._backlog_tokens.clear()
 
+    def derive_backlog_step(self) -> bool:
+        """Derive part of the backlog (about :data:`BACKGROUND_STEP_SECONDS`); True while some is left.
+
+        What the background worker runs between calls. Returns at once (True) when a call holds
+        the conversation: that call derives for itself.
+        """
+        if not self.lock.acquire(timeout=0.01):
+            return True
+        try:
+            if self._pending is None:
+                return False
+            past, chains = self._pending
+            self._derive(past, chains, None, BACKGROUND_STEP_SECONDS)
+            if not self.backlog:
+                self._pending = None
+            return self.backlog > 0
+        finally:
+            self.lock.release()
+
+    def wait_derived(self, timeout: float | None = None) -> bool:
+        """Wait until the backlog is derived (by calls or the background); False on ``timeout`` (seconds)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.backlog:
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+        return True
+
     def _pending_tokens(self, turn: Turn) -> int:
         """Tokens of a turn of the backlog, counted once while it waits."""
         tokens = self._backlog_tokens.get(turn.fingerprint)
         if tokens is None:
             tokens = self._backlog_tokens[turn.fingerprint] = turn_tokens(self.strategy.token_counter, turn)
         return tokens
+
+
+class _BacklogWorker:
+    """One daemon thread per process that derives conversations' backlogs between their calls.
+
+    Started by the first backlog and ended after :data:`_IDLE_SECONDS` with nothing to do. A
+    conversation is stepped in turn with the others (:meth:`Conversation.derive_backlog_step`);
+    after each step the thread sleeps as long as the step took.
+    """
+
+    def __init__(self) -> None:
+        self._queue: deque[Conversation[Any]] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, conversation: Conversation[Any]) -> None:
+        """Derive ``conversation``'s backlog in the background (once queued, it stays until done)."""
+        with self._cond:
+            if not any(c is conversation for c in self._queue):
+                self._queue.append(conversation)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ctxmgmt-backlog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue:
+                    self._cond.wait(_IDLE_SECONDS)
+                if not self._queue:
+                    self._thread = None
+                    return
+                conversation = self._queue.popleft()
+            started = time.monotonic()
+            try:
+                more = conversation.derive_backlog_step()
+            except Exception as exc:  # noqa: BLE001 - the next call derives (and reports) it itself
+                logger.warning("background derivation of session %r failed: %s", conversation.key, exc)
+                more = False
+            if more:
+                with self._cond:
+                    self._queue.append(conversation)
+            time.sleep(min(time.monotonic() - started, 1.0))
+
+
+_IDLE_SECONDS = 5.0
+_WORKER = _BacklogWorker()
 
 
 def _monotonic() -> float:

@@ -52,7 +52,7 @@ CORE = """
     ACMStrategy Block BudgetExceededError ComponentError ConfigurationError Context
     ConversationMemory CtxMgmtError DiscourseTreeStrategy History InvalidMessageError
     KadaneDialStrategy KadaneResult Message SWinStrategy Strategy StrategyConfig
-    TopicThreadStrategy Turn __version__ build_context group_turns kadane_dial
+    TopicThreadStrategy Turn __version__ build_context group_turns kadane_dial warm_up
 """.split()
 
 

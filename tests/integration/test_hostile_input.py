@@ -151,6 +151,7 @@ def test_thousands_of_messages_at_once_are_derived_over_several_calls(memory, ha
         return now[0]
 
     monkeypatch.setattr(conversation_module, "INDEX_SECONDS", 0.5)
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive: counted here
     monkeypatch.setattr(conversation_module, "_monotonic", clock)
     middleware = getattr(langchain_ctxmgmt, f"{memory}Middleware")(embedder=hashing_embedder)
     model = RecordingChatModel(messages=iter(["Noted."] * 100))

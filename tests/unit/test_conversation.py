@@ -160,6 +160,7 @@ class Clock:
 def test_a_call_derives_what_fits_in_its_time_and_sends_the_newest_waiting_turns_verbatim(
     hashing_embedder, monkeypatch
 ):
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.2))
     capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
     history = [*chat(60), Note("user", "question 59 about cats")]
@@ -182,6 +183,7 @@ def test_a_call_derives_what_fits_in_its_time_and_sends_the_newest_waiting_turns
 
 
 def test_waiting_turns_take_at_most_half_the_budget_left(hashing_embedder, monkeypatch):
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(1.0))
     capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
     history = [*chat(40), Note("user", "question 3 about cats")]
@@ -192,6 +194,7 @@ def test_waiting_turns_take_at_most_half_the_budget_left(hashing_embedder, monke
 
 
 def test_a_time_limited_call_on_a_store_resumes_from_the_stored_prefix(hashing_embedder, monkeypatch):
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.4))
     store = InMemoryStore()
     first = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, store, index_seconds=0.5)
@@ -207,9 +210,29 @@ def test_a_time_limited_call_on_a_store_resumes_from_the_stored_prefix(hashing_e
 
 
 def test_carrying_over_derives_every_turn_whatever_the_time_limit(monkeypatch):
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(10.0))
     capped = Conversation("s", SWinStrategy(window=2, overlap=0), CODEC, index_seconds=0.1)
     capped.carry_over(chat(40))
     whole = Conversation("s", SWinStrategy(window=2, overlap=0), CODEC, index_seconds=None)
     whole.carry_over(chat(40))
     assert capped.strategy.to_state() == whole.strategy.to_state()
+
+
+def test_a_backlog_is_derived_in_the_background_between_calls(hashing_embedder, tmp_path):
+    from ctxmgmt.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "s.db")
+    conversation = Conversation(
+        "k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, store, index_seconds=0.0
+    )
+    assert conversation.in_background
+    history = [*chat(120), Note("user", "question 7 about cats")]
+    conversation.select(history)  # 8 untimed turns and one timed step: most of it waits
+    assert conversation.backlog > 0
+    assert conversation.wait_derived(timeout=60)  # the worker derives the rest, with no call
+    full = Conversation("k2", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=None)
+    expected = full.select(history).context.blocks
+    assert conversation.strategy.to_state() == full.strategy.to_state()
+    assert store.load("k").chains == chain_hashes(conversation.history.turns[:120])  # written as it went
+    assert conversation.select(history).context.blocks == expected

@@ -254,3 +254,35 @@ def test_a_middleware_reports_the_faulty_embedder_and_the_thread_recovers(middle
     selected = middleware.select_messages(_request(history))
     assert [m.content for m in selected] == [m.content for m in expected]
     assert selected[-1] is history[-1]
+
+
+def test_warm_up_embeds_once_in_the_background_and_logs_a_failure(caplog):
+    from ctxmgmt import warm_up
+    from ctxmgmt.testing import HashingEmbedder
+
+    embedder = HashingEmbedder()
+    thread = warm_up(embedder, background=True)
+    assert thread is not None
+    thread.join(timeout=10)
+    assert embedder.calls == [1]
+    assert warm_up(embedder) is None and embedder.calls == [1, 1]
+
+    def broken(texts):
+        raise RuntimeError("model file missing")
+
+    with caplog.at_level("WARNING"):
+        assert warm_up(broken) is None  # logged, never raised
+    assert "model file missing" in caplog.text
+
+
+def test_embedders_declare_their_dimension_without_embedding():
+    import sys
+
+    from ctxmgmt.components.embedder import SentenceTransformerEmbedder, embedder_dimension
+    from ctxmgmt.testing import CountingEmbedder, HashingEmbedder
+
+    torch_loaded = "torch" in sys.modules
+    assert embedder_dimension(SentenceTransformerEmbedder()) == 384  # read from the model folder
+    assert ("torch" in sys.modules) == torch_loaded
+    assert embedder_dimension(CountingEmbedder(HashingEmbedder(dim=64))) == 64
+    assert embedder_dimension(lambda texts: texts) is None

@@ -684,6 +684,32 @@ def as_embedder(obj: Any) -> Embedder:
     )
 
 
+def warm_up(embedder: Any = None, *, background: bool = False) -> threading.Thread | None:
+    """Load ``embedder`` (default: the bundled MiniLM) and embed one text, so no question waits for it.
+
+    A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s.
+    Call this when a worker process starts (after any fork: a thread running while a process
+    forks can leave the child's locks held), with ``background=True`` to go on at once while it
+    loads on a daemon thread (returned); a first question meanwhile waits only for the rest of
+    the load. Accepts whatever ``embedder=`` accepts (:func:`as_embedder`); a failure is logged,
+    never raised.
+    """
+    target = as_embedder(embedder)
+
+    def load() -> None:
+        try:
+            embed_documents(target, ["warm up"])
+        except Exception as exc:  # noqa: BLE001 - the first real call reports it
+            logger.warning("warming up %s failed: %s", component_name(target), exc)
+
+    if not background:
+        load()
+        return None
+    thread = threading.Thread(target=load, name="ctxmgmt-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 EMBEDDING_CACHE_SIZE = 4096
 """Texts whose vectors one :class:`EmbeddingCache` keeps (about 6 MB of 384-d float32)."""
 

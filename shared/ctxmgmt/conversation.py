@@ -50,12 +50,12 @@ CATCH_UP_BATCH = 256
 """Most turns derived per step when a conversation catches up with a long history (one embedding
 batch and, with a store, one store write each)."""
 
-FIRST_STEP = 8
+FIRST_STEP = 4
 """Turns derived by a call before its time limit starts (the first use of a model loads it), and
 the size of its first timed step; later steps are sized from the measured rate to fit the time
 left, so a call overruns :data:`INDEX_SECONDS` by about one turn's work."""
 
-INDEX_SECONDS: float | None = 0.5
+INDEX_SECONDS: float | None = 0.25
 """Seconds of derivation per call, by default (:class:`Conversation` ``index_seconds``; None = no limit).
 
 A call that brings more new turns than it can derive in this time (a cold start over a long
@@ -71,8 +71,11 @@ BACKGROUND = True
 (default of :attr:`Conversation.in_background`; read when a conversation is created)."""
 
 BACKGROUND_STEP_SECONDS = 0.1
-"""Seconds of one background step (after its first :data:`FIRST_STEP` turns); the worker then
-rests as long as the step took, so it never takes more than about half a core from calls."""
+"""Seconds of one background step (after its first :data:`FIRST_STEP` turns)."""
+
+REST_SHARE = 0.5
+"""After each step the background worker rests this share of the step's time, so calls (which
+do not derive while the worker has a backlog in hand) always find the machine part free."""
 
 DEFAULT_MAX_SESSIONS = 1000
 """Live conversations a pool keeps in memory (the rest are reloaded from the store on demand)."""
@@ -269,31 +272,42 @@ class Conversation(Generic[T]):
     def _catch_up(self, past: Sequence[Turn], progress: Progress | None, *, deadline: bool = True) -> None:
         """Bring the stored state towards ``past`` within ``index_seconds`` (all of it without ``deadline``).
 
-        A backlog left behind is handed to the background worker when ``in_background``.
+        A backlog left behind is handed to the background worker when ``in_background``; while
+        the worker has one in hand, a call derives nothing (it only loads or rewinds) and answers.
         """
         chains = self.history.chains(len(past))
-        self._derive(past, chains, progress, self.index_seconds if deadline else None)
+        if deadline and self.backlog and self.in_background:  # the worker is on it: only answer
+            self._derive(past, chains, progress, 0.0, first_step=0)
+        else:
+            self._derive(past, chains, progress, self.index_seconds if deadline else None)
         self._pending = (list(past), chains) if self.backlog else None
         if self.backlog and self.in_background:
             _WORKER.submit(self)
 
     def _derive(
-        self, past: Sequence[Turn], chains: list[str], progress: Progress | None, seconds: float | None
+        self,
+        past: Sequence[Turn],
+        chains: list[str],
+        progress: Progress | None,
+        seconds: float | None,
+        *,
+        first_step: int = FIRST_STEP,
     ) -> None:
         """Derive ``past`` in steps of at most :data:`CATCH_UP_BATCH` turns, for about ``seconds``.
 
         Loading and rewinding compare the whole of ``past``; new turns are then derived in
         steps (one embedding batch and one store write each) until all are derived or
-        ``seconds`` (None = no limit) have passed after the first :data:`FIRST_STEP` turns.
-        ``progress`` is called after each step with ``(turns done, turns total)``.
+        ``seconds`` (None = no limit) have passed after the first ``first_step`` turns (0 with
+        ``seconds=0``: load or rewind only). ``progress`` is called after each step with
+        ``(turns done, turns total)``.
         """
         state = self.state
         state.sync(past, chains, limit=0)  # load or rewind only
         done = len(state.chains)
-        step = CATCH_UP_BATCH if seconds is None else FIRST_STEP
+        step = CATCH_UP_BATCH if seconds is None else first_step
         start: float | None = None  # the first step (which may load models) is not timed
         timed = 0
-        while done < len(past):
+        while done < len(past) and step > 0:
             state.sync(past, chains, limit=step)
             done, last = len(state.chains), done
             if progress is not None:
@@ -328,7 +342,7 @@ class Conversation(Generic[T]):
             self._backlog_tokens.clear()
 
     def derive_backlog_step(self) -> bool:
-        """Derive part of the backlog (about :data:`BACKGROUND_STEP_SECONDS`); True while some is left.
+        """Derive one turn, then more for :data:`BACKGROUND_STEP_SECONDS`; True while a backlog is left.
 
         What the background worker runs between calls. Returns at once (True) when a call holds
         the conversation: that call derives for itself.
@@ -339,7 +353,7 @@ class Conversation(Generic[T]):
             if self._pending is None:
                 return False
             past, chains = self._pending
-            self._derive(past, chains, None, BACKGROUND_STEP_SECONDS)
+            self._derive(past, chains, None, BACKGROUND_STEP_SECONDS, first_step=1)
             if not self.backlog:
                 self._pending = None
             return self.backlog > 0
@@ -368,7 +382,8 @@ class _BacklogWorker:
 
     Started by the first backlog and ended after :data:`_IDLE_SECONDS` with nothing to do. A
     conversation is stepped in turn with the others (:meth:`Conversation.derive_backlog_step`);
-    after each step the thread sleeps as long as the step took.
+    after each step the thread rests :data:`REST_SHARE` of the step's time. A step that raises
+    hands the conversation's backlog back to its calls (``in_background`` turns False).
     """
 
     def __init__(self) -> None:
@@ -400,11 +415,12 @@ class _BacklogWorker:
                 more = conversation.derive_backlog_step()
             except Exception as exc:  # noqa: BLE001 - the next call derives (and reports) it itself
                 logger.warning("background derivation of session %r failed: %s", conversation.key, exc)
+                conversation.in_background = False  # its calls derive the backlog again
                 more = False
             if more:
                 with self._cond:
                     self._queue.append(conversation)
-            time.sleep(min(time.monotonic() - started, 1.0))
+            time.sleep(min(REST_SHARE * (time.monotonic() - started), 1.0))
 
 
 _IDLE_SECONDS = 5.0

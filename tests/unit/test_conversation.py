@@ -236,3 +236,20 @@ def test_a_backlog_is_derived_in_the_background_between_calls(hashing_embedder, 
     assert conversation.strategy.to_state() == full.strategy.to_state()
     assert store.load("k").chains == chain_hashes(conversation.history.turns[:120])  # written as it went
     assert conversation.select(history).context.blocks == expected
+
+
+def test_while_the_worker_has_a_backlog_in_hand_a_call_only_answers(hashing_embedder, monkeypatch):
+    queued: list[Conversation[Note]] = []
+    monkeypatch.setattr(conversation_module._WORKER, "submit", queued.append)  # stepped by hand below
+    conversation = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.0)
+    history = [*chat(60), Note("user", "question 7 about cats")]
+    conversation.select(history)
+    derived, backlog = len(conversation.strategy), conversation.backlog
+    assert queued == [conversation] and backlog == 60 - derived > 0
+    history[-1:] = [Note("user", "question 7 about cats"), Note("assistant", "yes"), Note("user", "and 8?")]
+    context = conversation.select(history).context
+    assert len(conversation.strategy) == derived and conversation.backlog == backlog + 1  # nothing derived
+    assert context.blocks[-1].messages[0].text == "and 8?"
+    while conversation.derive_backlog_step():
+        pass
+    assert conversation.backlog == 0 and len(conversation.strategy) == 61

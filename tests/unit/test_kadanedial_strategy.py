@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxmgmt import ConfigurationError, KadaneDialStrategy, Message, group_turns, kadane_dial
+from ctxmgmt import ConfigurationError, KadaneDialStrategy, Message, Turn, group_turns, kadane_dial
 from ctxmgmt.budget import messages_tokens
 from ctxmgmt.lexical import scores_for
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS
@@ -760,3 +760,22 @@ def test_the_same_query_is_scored_once_until_the_turns_change(hashing_embedder, 
     assert restored.select(query).turn_indices == full.turn_indices
     restored.load_state(strategy.to_state())
     assert restored.select(query).turn_indices == again.turn_indices
+
+
+def test_a_repeated_query_is_embedded_again_when_its_focused_form_changes():
+    """The query vector depends on which query words most turns share (``focused_query``):
+    the same question asked again after more turns must score as a fresh strategy scores it."""
+    from ctxmgmt.testing import HashingEmbedder
+
+    def turn(i: int) -> Turn:
+        return Turn(i, (Message("user", f"Ana: my cat number {i}"), Message("assistant", f"Ana: noted {i}")))
+
+    query = "Ana, what about cat number 3?"
+    grown = KadaneDialStrategy(embedder=HashingEmbedder())
+    grown.add_many([turn(i) for i in range(10)])
+    grown.relevance(query)  # too few turns for common words: one query embedding, cached
+    grown.add_many([turn(i) for i in range(10, 40)])
+    fresh = KadaneDialStrategy(embedder=HashingEmbedder())
+    fresh.add_many([turn(i) for i in range(40)])
+    assert fresh.focused_query(query) is not None
+    np.testing.assert_allclose(grown.relevance(query), fresh.relevance(query), rtol=1e-6)

@@ -152,7 +152,7 @@ class KadaneDialStrategy(Strategy):
         self._vectors: list[np.ndarray] = []
         self._rows = RowStack()  # the vectors stacked, for scoring
         self._lexical = BM25Index()
-        self._query: tuple[str | None, np.ndarray] = (None, np.zeros(0))
+        self._query: tuple[tuple[str, str | None] | None, np.ndarray] = (None, np.zeros(0))
         self._scored: tuple[tuple[str, int], _Scored] | None = None  # the last query's (see _score)
 
     # -- incremental state -------------------------------------------------------------
@@ -185,8 +185,9 @@ class KadaneDialStrategy(Strategy):
         if not self._turns:
             return np.zeros(0)
         query = bound_input(query)
-        if self._query[0] != query:
-            self._query = (query, self.query_vector(query))
+        key = (query, self.focused_query(query))  # the focused form changes as the turns grow
+        if self._query[0] != key:
+            self._query = (key, self.query_vector(query))
         return fused_relevance(
             self.matrix, self._query[1], self._lexical, query, lexical_weight=self.lexical_weight
         )

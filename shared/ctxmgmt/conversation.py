@@ -20,6 +20,7 @@ different conversations run in parallel. The pool's lock only guards the mapping
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
 import threading
@@ -390,10 +391,26 @@ class _BacklogWorker:
         self._queue: deque[Conversation[Any]] = deque()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._stopping = False
+        atexit.register(self.stop)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish the step under way and stop; registered to run at interpreter exit.
+
+        A thread still in native code (torch) while the interpreter finalises can abort the process.
+        """
+        with self._cond:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def submit(self, conversation: Conversation[Any]) -> None:
         """Derive ``conversation``'s backlog in the background (once queued, it stays until done)."""
         with self._cond:
+            if self._stopping:
+                return
             if not any(c is conversation for c in self._queue):
                 self._queue.append(conversation)
             if self._thread is None:
@@ -404,9 +421,9 @@ class _BacklogWorker:
     def _run(self) -> None:
         while True:
             with self._cond:
-                if not self._queue:
+                if not self._queue and not self._stopping:
                     self._cond.wait(_IDLE_SECONDS)
-                if not self._queue:
+                if not self._queue or self._stopping:
                     self._thread = None
                     return
                 conversation = self._queue.popleft()
@@ -420,7 +437,8 @@ class _BacklogWorker:
             if more:
                 with self._cond:
                     self._queue.append(conversation)
-            time.sleep(min(REST_SHARE * (time.monotonic() - started), 1.0))
+            with self._cond:  # rest, unless asked to stop
+                self._cond.wait(min(REST_SHARE * (time.monotonic() - started), 1.0))
 
 
 _IDLE_SECONDS = 5.0

@@ -17,7 +17,8 @@ Cases:
 - ``summary_short_sentences``: the extractive summariser on a window of 24,000 characters of
   three-word sentences.
 - ``discourse_tree_20k`` / ``topic_thread_20k``: 20,000 short messages (10,000 turns) in one call
-  through the ``create_agent`` middleware, then 3 ordinary turns.
+  through the ``create_agent`` middleware, then 3 ordinary turns; ``no_memory_20k``: the same
+  agent and calls without a middleware (what LangGraph itself spends on a 20,000-message thread).
 - ``acm_agent_1mb``: a ``create_agent`` thread with ``ACMTieredMiddleware(max_tokens=300)``: a
   ~1 MB user message, then 30 ordinary turns (the huge turn ages into the summary and entity
   tiers; its own call is refused with ``BudgetExceededError``).
@@ -139,7 +140,8 @@ def _agent(middleware: Any, replies: int) -> Any:
             return self
 
     model = Model(messages=iter([AIMessage(f"Noted, reply {i}.") for i in range(replies)]))
-    return create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
+    middlewares = [] if middleware is None else [middleware]
+    return create_agent(model, tools=[], middleware=middlewares, checkpointer=InMemorySaver())
 
 
 def _many_messages(middleware: Any) -> list[float]:
@@ -161,6 +163,12 @@ def _many_messages(middleware: Any) -> list[float]:
         ask = {"messages": [HumanMessage(f"and item {k}?")]}
         times.append(timed(lambda ask=ask: agent.invoke(ask, config)))
     return times
+
+
+@case
+def no_memory_20k() -> list[float]:
+    """The same agent and calls as the ``*_20k`` cases with no middleware: the framework's share."""
+    return _many_messages(None)
 
 
 @case

@@ -102,7 +102,7 @@ class ConvertedHistory(Generic[T]):
             return self
         fresh = [self._convert(m) for m in originals[keep:]]  # may raise: nothing changed yet
         if self._clock is not None:  # first seen now, unless converted before with equal content
-            fresh = stamp_missing(fresh, self._clock(), known=self.messages[keep:])
+            fresh = stamp_missing(fresh, self._clock(), known=self.messages[keep:], in_place=True)
         self._truncate(keep)
         snapshot = self._snapshot
         for offset, (original, message) in enumerate(zip(originals[keep:], fresh, strict=True)):

@@ -175,7 +175,11 @@ def _content_key(message: Message) -> tuple[str, str, str | None]:
 
 
 def stamp_missing(
-    messages: Sequence[Message], now: dt.datetime | dt.date, *, known: Iterable[Message] = ()
+    messages: Sequence[Message],
+    now: dt.datetime | dt.date,
+    *,
+    known: Iterable[Message] = (),
+    in_place: bool = False,
 ) -> list[Message]:
     """``messages`` with every message that has no time of its own stamped as first seen.
 
@@ -192,13 +196,17 @@ def stamp_missing(
     restart, and the turns still match.
 
     Messages that already have a ``timestamp`` or a ``seen`` stamp are returned as they are
-    (the same objects); the caller's list is not modified.
+    (the same objects); the caller's list is not modified. The others are stamped copies, or,
+    with ``in_place=True`` (messages nobody else holds yet, such as a fresh conversion), the
+    same objects stamped.
 
     Args:
         messages: The conversation's messages in order.
         now: The time to stamp new messages with (e.g. ``datetime.now(timezone.utc)``);
             written in ISO 8601 to seconds.
         known: Messages stamped before (e.g. the messages of a restored strategy's turns).
+        in_place: Stamp ``messages`` themselves instead of copies (only for messages that
+            nothing else holds yet); default False.
 
     Raises:
         ConfigurationError: ``now`` is not a ``datetime`` or ``date``.
@@ -221,12 +229,7 @@ def stamp_missing(
             stamped.append(message)
             continue
         same = earlier.get(_content_key(message)) if earlier else None
-        stamped.append(_with_seen(message, same.popleft() if same else stamp))
+        target = message if in_place else copy.copy(message)
+        object.__setattr__(target, "seen", clean_text(same.popleft() if same else stamp))  # frozen
+        stamped.append(target)
     return stamped
-
-
-def _with_seen(message: Message, seen: str) -> Message:
-    """A copy of ``message`` with ``seen`` set (its other fields were checked when it was built)."""
-    copied = copy.copy(message)
-    object.__setattr__(copied, "seen", clean_text(seen))
-    return copied

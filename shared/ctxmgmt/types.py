@@ -94,11 +94,15 @@ def _clean_value(value: Any) -> Any:
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, dict):
+        if not value:
+            return value
         items = [(_clean_value(k), _clean_value(v)) for k, v in value.items()]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
             return value
         return dict(items)
     if type(value) in (list, tuple):
+        if not value:
+            return value
         cleaned = [_clean_value(v) for v in value]
         if all(c is v for c, v in zip(cleaned, value, strict=True)):
             return value

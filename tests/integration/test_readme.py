@@ -115,7 +115,7 @@ def test_readme_has_an_example_per_framework_surface():
     assert "langchain_ctxmgmt.KadaneDialSelector" in ids
     assert "llamaindex_ctxmgmt.KadaneDialMemory" in ids
     assert "llamaindex_ctxmgmt.KadaneDialBlock, flush_early+Memory" in ids
-    assert len(README.read_text(encoding="utf-8").splitlines()) <= 300
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 320
 
 
 @pytest.mark.parametrize("number", range(len(BLOCKS)), ids=[block_id(code) for code in BLOCKS])

@@ -1,7 +1,8 @@
 """Quality of each memory with each encoder on the dev data (the figures of docs/encoders.md).
 
 Run: ``python benchmarks/encoder_quality.py [--data ../shared/data] [--encoders minilm,static]
-[--memory KadaneDialMemory ...] [--cache /tmp/vectors.npz] [--json out.json]``
+[--memory KadaneDialMemory ...] [--cache /tmp/vectors.npz] [--json out.json]``; ``--encoders mixed``:
+MiniLM's turn vectors with the static encoder's question vectors (:class:`MixedEmbedder`)
 
 For every encoder and memory (KadaneDialMemory, TopicThreadMemory, DiscourseTreeMemory, embedded
 defaults otherwise), replays LoCoMo dev and MT-Bench+ dev as ``ctxmgmt bench`` does
@@ -74,6 +75,23 @@ class CachedEmbedder:
             np.savez(self.path, keys=np.array(keys), vectors=np.vstack([self.cache[k] for k in keys]))
 
 
+class MixedEmbedder:
+    """Turns embedded by ``documents`` (MiniLM), questions by ``queries`` (the static encoder).
+
+    ``--encoders mixed``: how much of the static encoder's loss is its question vectors, were
+    every turn's vector MiniLM's (the static model is fitted into MiniLM's space).
+    """
+
+    def __init__(self, documents: CachedEmbedder, queries: Any) -> None:
+        self.documents, self.queries = documents, queries
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.documents.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return normalise(np.asarray(self.queries.embed([text])))[0]
+
+
 def encoder(name: str) -> Any:
     if name == "minilm":
         return SentenceTransformerEmbedder()
@@ -123,7 +141,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument(
-        "--encoders", default="minilm,static", help="comma-separated: minilm, static, static:PATH"
+        "--encoders",
+        default="minilm,static",
+        help="comma-separated: minilm, static, static:PATH, mixed",
     )
     parser.add_argument("--memory", action="append", help="only this memory (repeatable)")
     parser.add_argument("--files", default="locomo_dev.json,mtbenchplus_dev.json")
@@ -141,13 +161,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     files = [f for f in args.files.split(",") if f]
     result: dict[str, Any] = {"load_average": os.getloadavg()}
     for enc in args.encoders.split(","):
-        embedder = CachedEmbedder(encoder(enc), args.cache if enc == "minilm" else None)
+        minilm = enc in ("minilm", "mixed")
+        embedder = CachedEmbedder(encoder("minilm" if minilm else enc), args.cache if minilm else None)
+        component: Any = embedder if enc != "mixed" else MixedEmbedder(embedder, StaticEmbedder())
         for memory, cls in MEMORIES.items():
             if args.memory and memory not in args.memory:
                 continue
 
-            def factory(cls: Any = cls, embedder: CachedEmbedder = embedder) -> Any:
-                return cls(embedder=embedder)
+            def factory(cls: Any = cls, component: Any = component) -> Any:
+                return cls(embedder=component)
 
             row = measure(args.data, memory, factory, embedder, files)
             if memory == "DiscourseTreeMemory" and not args.no_tiage:

@@ -72,7 +72,7 @@ BACKGROUND = True
 (default of :attr:`Conversation.in_background`; read when a conversation is created)."""
 
 BACKGROUND_STEP_SECONDS = 0.1
-"""Seconds of one background step (after its first :data:`FIRST_STEP` turns)."""
+"""Seconds of one background step, after its first turn (:meth:`Conversation.derive_backlog_step`)."""
 
 REST_SHARE = 0.5
 """After each step the background worker rests this share of the step's time, so calls (which
@@ -135,7 +135,7 @@ class Conversation(Generic[T]):
         codec: How the caller's messages map to the core.
         store: Where derived state persists; None = only in this process.
         index_seconds: Seconds of derivation per call before the rest is left for later calls;
-            default :data:`INDEX_SECONDS` (1.0 s); None = derive everything in every call.
+            default :data:`INDEX_SECONDS` (0.25 s); None = derive everything in every call.
 
     Attributes:
         store: The store the conversation was created with (its stored state may work without
@@ -176,8 +176,8 @@ class Conversation(Generic[T]):
     ) -> None:
         """Derive state for the completed turns of ``originals`` (the whole raw history).
 
-        At most ``index_seconds`` of work (see :data:`INDEX_SECONDS`); the rest waits for the
-        next call.
+        At most ``index_seconds`` of work (see :data:`INDEX_SECONDS`); the rest is left to the
+        background worker and later calls.
         Only the messages after the last call's are converted: the content check of the earlier
         ones waits for the next :meth:`select`, which always checks (so an edit made in between
         is found before it can matter). A history that does not extend the last one (a message

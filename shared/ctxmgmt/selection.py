@@ -10,7 +10,7 @@ a framework.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from ctxmgmt.budget import check_budget, messages_tokens, turn_tokens
@@ -227,38 +227,37 @@ def _backlog_block(
     cost_of: Callable[[Turn], int], backlog: Sequence[Turn], first: int, budget: int | None
 ) -> Block | None:
     """The newest :data:`BACKLOG_TURNS` of ``backlog`` (history turns ``first``..) within ``budget``."""
-    keep: list[Turn] = []
-    used = 0
-    for turn in reversed(backlog[-BACKLOG_TURNS:]):
-        cost = cost_of(turn)
-        if budget is not None and used + cost > budget:
-            break
-        keep.append(turn)
-        used += cost
-    if not keep:
+    count, used = _newest_within((cost_of(t) for t in reversed(backlog[-BACKLOG_TURNS:])), budget)
+    if not count:
         return None
-    keep.reverse()
-    start = first + len(backlog) - len(keep)
+    start = first + len(backlog) - count
     return Block(
         "turns",
-        turns=tuple(range(start, start + len(keep))),
-        messages=tuple(m for t in keep for m in t.messages),
+        turns=tuple(range(start, start + count)),
+        messages=tuple(m for t in backlog[len(backlog) - count :] for m in t.messages),
         tokens=used,
         reason=f"newest turns not derived yet ({len(backlog)} waiting)",
     )
 
 
-def _recent_within(strategy: Strategy, budget: int | None) -> Context:
-    turns = strategy.turns
-    keep: list[int] = []
-    used = 0
-    for turn in reversed(turns):
-        cost = strategy.tokens_of([turn.index])
+def _newest_within(costs: Iterable[int], budget: int | None) -> tuple[int, int]:
+    """(how many, their tokens) of the newest items that fit ``budget`` together.
+
+    ``costs`` are the items' tokens, newest first; counting stops at the first that does not fit.
+    """
+    count = used = 0
+    for cost in costs:
         if budget is not None and used + cost > budget:
             break
-        keep.append(turn.index)
+        count += 1
         used += cost
-    keep.reverse()
+    return count, used
+
+
+def _recent_within(strategy: Strategy, budget: int | None) -> Context:
+    turns = strategy.turns
+    count, _ = _newest_within((strategy.tokens_of([t.index]) for t in reversed(turns)), budget)
+    keep = [t.index for t in turns[len(turns) - count :]]
     context = Context(query="", strategy=strategy.name, history_tokens=strategy.total_tokens)
     if keep:
         context.blocks.append(strategy.turns_block(keep, "no query yet: most recent turns"))

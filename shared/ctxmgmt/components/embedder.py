@@ -810,7 +810,7 @@ class EmbeddingCache:
         return vector
 
     def expected_dim(self) -> int | None:
-        """The dimension new vectors will have: :attr:`dim`, else the embedder's (one probe)."""
+        """The dimension new vectors will have: :attr:`dim`, else the one the embedder declares."""
         return self.dim if self.dim is not None else embedder_dimension(self.embedder)
 
     def clear(self) -> None:

@@ -344,9 +344,12 @@ class TopicThreadStrategy(Strategy):
         self._sums[id(slot)] = (slot, slot.vector_sum, array)
         return array
 
-    def _slot_vector(self, slot: Slot, mean: np.ndarray | None = None) -> np.ndarray:
-        mean = self._mean() if mean is None else mean
-        return _unit(self._slot_sum(slot) / len(slot.turns) - mean)
+    def _slot_matrix(self, mean: np.ndarray) -> np.ndarray:
+        """Every slot's mean embedding minus ``mean``, at unit length (a zero row stays zero), stacked."""
+        sizes = np.array([len(slot.turns) for slot in self._slots], dtype=np.float64)
+        centred = np.vstack([self._slot_sum(slot) for slot in self._slots]) / sizes[:, None] - mean
+        norms = np.linalg.norm(centred, axis=1, keepdims=True)
+        return centred / np.where(norms > 0, norms, 1.0)
 
     def scores(self, vector: np.ndarray, now: int) -> list[tuple[float, float, float]]:
         """(score, cosine, decay factor) of every slot for a query ``vector`` at turn ``now``.
@@ -358,10 +361,7 @@ class TopicThreadStrategy(Strategy):
             return []
         mean = self._mean()
         query = _unit(np.asarray(vector, dtype=np.float64) - mean)
-        sizes = np.array([len(slot.turns) for slot in self._slots], dtype=np.float64)
-        centred = np.vstack([self._slot_sum(slot) for slot in self._slots]) / sizes[:, None] - mean
-        norms = np.linalg.norm(centred, axis=1)
-        cosines = (centred @ query) / np.where(norms > 0, norms, 1.0)  # one product for every slot
+        cosines = self._slot_matrix(mean) @ query  # one product for every slot
         ages = np.maximum(0, now - np.array([slot.last_retrieved for slot in self._slots], dtype=np.float64))
         decays = np.exp(-float(self.alpha) * ages)
         return list(zip((cosines * decays).tolist(), cosines.tolist(), decays.tolist(), strict=True))
@@ -511,7 +511,7 @@ class TopicThreadStrategy(Strategy):
         """Merge the most similar pair that fits ``max_slot_turns``; else evict the stalest slot."""
         while len(self._slots) > self.max_slots:
             mean = self._mean()
-            vectors = np.vstack([self._slot_vector(s, mean) for s in self._slots])
+            vectors = self._slot_matrix(mean)
             sims = vectors @ vectors.T
             sizes = np.array([len(slot.turns) for slot in self._slots])
             fits = np.triu((sizes[:, None] + sizes[None, :]) <= self.max_slot_turns, k=1)

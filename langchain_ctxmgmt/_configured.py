@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage
 
 from ctxmgmt import Block, ConfigurationError, Context, Strategy, adapter
 from ctxmgmt.budget import check_budget
-from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool, Progress
+from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool, Progress, Selection
 from ctxmgmt.store.base import StateStore
 from langchain_ctxmgmt._convert import CODEC
 from langchain_ctxmgmt._llm import complete_with
@@ -156,7 +156,7 @@ class ThreadSelection(adapter.SelectionRecord):
 
     def _select_in_thread(
         self, messages: Sequence[BaseMessage], thread_id: str | None, graph_store: Any = None
-    ) -> list[BaseMessage]:
+    ) -> Selection[BaseMessage]:
         """The thread's selection from ``messages`` (the whole history, system messages first).
 
         Without ``store=``, the thread's derived state goes to ``graph_store`` (the agent's or
@@ -173,10 +173,9 @@ class ThreadSelection(adapter.SelectionRecord):
                 if store is None:
                     store = self._graph_stores[graph_store] = as_state_store(graph_store)
         conversation = self._pool.get(thread_id, store=store)
-        selection = conversation.select(
+        return conversation.select(
             messages, budget=self.max_tokens, progress=self.progress, text_block=self._text_block
         )
-        return selection.messages
 
 
 def thread_id_of(config: Any) -> str | None:

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ctxmgmt.context import Context
+from ctxmgmt.conversation import Selection
 from ctxmgmt.offload import run_blocking
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
@@ -58,27 +60,44 @@ class StrategyMiddleware(ThreadSelection, AgentMiddleware):
                 ``max_tokens``.
             InvalidMessageError: A message has no text content or is of an unknown type.
         """
+        return self._select(request).messages
+
+    def _select(self, request: ModelRequest) -> Selection[BaseMessage]:
         system = request.system_message
         originals: list[BaseMessage] = [system] if system is not None else []
         originals.extend(request.messages)
         runtime = request.runtime
         thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
-        selected = self._select_in_thread(
+        selection = self._select_in_thread(
             originals,
             thread_id_of(None) if thread is None else str(thread),
             getattr(runtime, "store", None),
         )
-        return [m for m in selected if m is not system]
+        return Selection([m for m in selection.messages if m is not system], selection.context)
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse | AIMessage:
-        """Call the model with the selected messages (this call only)."""
-        return handler(request.override(messages=self.select_messages(request)))  # type: ignore[arg-type]
+        """Call the model with the selected messages (this call only); the reply carries the receipt."""
+        selection = self._select(request)
+        return _with_receipt(handler(request.override(messages=selection.messages)), selection.context)  # type: ignore[arg-type]
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
-        selected = await run_blocking(self.select_messages, request)
-        return await handler(request.override(messages=selected))  # type: ignore[arg-type]
+        selection = await run_blocking(self._select, request)
+        return _with_receipt(await handler(request.override(messages=selection.messages)), selection.context)  # type: ignore[arg-type]
+
+
+def _with_receipt(response: ModelResponse | AIMessage, context: Context) -> ModelResponse | AIMessage:
+    """``response`` with the context's receipt in its AI messages' ``response_metadata["ctxmgmt"]``.
+
+    The receipt (:meth:`ctxmgmt.Context.receipt`) is what a caller or a trace sees of the
+    selection, e.g. that it was partial while a long history was still being derived.
+    """
+    messages = [response] if isinstance(response, AIMessage) else getattr(response, "result", [])
+    for message in messages:
+        if isinstance(message, AIMessage):
+            message.response_metadata["ctxmgmt"] = context.receipt()
+    return response

@@ -76,7 +76,7 @@ class StrategySelector(ThreadSelection, Runnable[Any, Any]):  # type: ignore[mis
     def _select_input(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
         del run_manager  # no callbacks of its own: the selection shows as this run's output
         messages, is_state = _messages_of(input)
-        selected = self._select_in_thread(messages, thread_id_of(config), _graph_store(config))
+        selected = self._select_in_thread(messages, thread_id_of(config), _graph_store(config)).messages
         return {LLM_INPUT_KEY: selected} if is_state else selected
 
 

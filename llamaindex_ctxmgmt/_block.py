@@ -248,7 +248,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             log = self._log(session_id)
             if log is not None:
                 log.replace([m.model_dump(mode="json") for m in kept])
-        self.conversation(session_id).index(kept, flushed=True)  # derived state rewinds to the change
+        self.conversation(session_id).index(kept, flushed=True, check=True)  # rewinds to the change now
         return changed
 
     async def aerase(

@@ -84,6 +84,21 @@ class Context:
         """History turns present verbatim, ascending."""
         return sorted({i for b in self.blocks if b.kind in ("turns", "current") for i in b.turns})
 
+    def receipt(self) -> dict[str, Any]:
+        """What a caller can check about the call: tokens sent, and whether the context is partial.
+
+        ``tokens`` sent of ``history_tokens``; ``partial`` with ``backlog`` (turns not derived
+        yet) while a long history is still being derived. The middleware puts it in the model's
+        reply (``response_metadata["ctxmgmt"]``).
+        """
+        return {
+            "strategy": self.strategy,
+            "tokens": self.tokens,
+            "history_tokens": self.history_tokens,
+            "partial": bool(self.details.get("partial", False)),
+            "backlog": int(self.details.get("backlog", 0)),
+        }
+
     def messages(self) -> list[Message]:
         """The flat message list to send, in block order."""
         out: list[Message] = []

@@ -16,6 +16,14 @@ its own object and flows down, never back up.
 Locking: a conversation's lock is held for the whole of each operation (conversion, derived
 state, store writes and selection), so calls of one conversation are serialised and calls of
 different conversations run in parallel. The pool's lock only guards the mapping.
+
+Ownership: at any moment a conversation's derived state is changed by one owner, the call that
+holds its lock or the background worker committing one step under it. The worker computes a
+step (embeddings) outside the lock and commits only if nothing changed meanwhile (the
+conversation's *generation*: :meth:`Conversation.clear`, :meth:`~Conversation.carry_over` and
+:meth:`~Conversation.close` start a new one). A conversation the pool evicts or discards is
+closed: the worker drops it and never writes for it again. After ``os.fork`` the child gets a
+new worker and new locks (:func:`_after_fork_in_child`).
 """
 
 from __future__ import annotations
@@ -23,13 +31,16 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
+from ctxmgmt.backlog import BacklogIndex
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import ConvertedHistory
@@ -71,8 +82,16 @@ BACKGROUND = True
 """Whether a backlog is also derived between calls, by one daemon thread per process
 (default of :attr:`Conversation.in_background`; read when a conversation is created)."""
 
-BACKGROUND_STEP_SECONDS = 0.1
-"""Seconds of one background step, after its first turn (:meth:`Conversation.derive_backlog_step`)."""
+PREPARE_TURNS = 8
+"""Turns the background worker prepares (embeds) per step outside the conversation's lock, for a
+strategy that prepares (:meth:`~ctxmgmt.strategies.base.Strategy.prepare`); a strategy that does
+not derives one turn per step, under the lock, so a call never waits for more than one turn of
+the worker's work."""
+
+STOP_SECONDS = 30.0
+"""Most seconds the interpreter's exit waits for the background worker to finish the turn under
+way (it stops between turns; a thread still in native code while the interpreter finalises can
+crash the process)."""
 
 REST_SHARE = 0.5
 """After each step the background worker rests this share of the step's time, so calls (which
@@ -146,6 +165,7 @@ class Conversation(Generic[T]):
         backlog: Completed turns the last call left to derive (see :data:`INDEX_SECONDS`).
         in_background: Whether the process's background worker derives a backlog between calls
             (default :data:`BACKGROUND`).
+        closed: True once the pool let it go (:meth:`close`): the worker never steps it again.
     """
 
     def __init__(
@@ -168,11 +188,20 @@ class Conversation(Generic[T]):
         self.last_context: Context | None = None
         self.backlog = 0
         self.in_background = BACKGROUND
+        self.closed = False
+        self._generation = 0  # a new one each clear, carry-over and close: stale worker steps are dropped
         self._pending: tuple[list[Turn], list[str]] | None = None  # the backlog's history and chains
         self._backlog_tokens: dict[str, int] = {}  # tokens of backlog turns, by fingerprint
+        self._backlog_index: BacklogIndex | None = None  # the waiting turns, selectable at once
+        _LIVE.add(self)
 
     def index(
-        self, originals: Sequence[T], *, progress: Progress | None = None, flushed: bool = False
+        self,
+        originals: Sequence[T],
+        *,
+        progress: Progress | None = None,
+        flushed: bool = False,
+        check: bool = False,
     ) -> None:
         """Derive state for the completed turns of ``originals`` (the whole raw history).
 
@@ -182,13 +211,14 @@ class Conversation(Generic[T]):
         ones waits for the next :meth:`select`, which always checks (so an edit made in between
         is found before it can matter). A history that does not extend the last one (a message
         deleted or replaced) is compared whole, and the derived state rewinds to the change.
-        ``flushed=True``: every turn is complete (a block's flushed messages).
+        ``flushed=True``: every turn is complete (a block's flushed messages). ``check=True``
+        compares every message now (an erasure: the derived state and the store rewind at once).
 
         Raises:
             InvalidMessageError: a new message cannot be converted (nothing is indexed then).
         """
         with self.lock:
-            turns = self.history.update(originals, check=False).turns
+            turns = self.history.update(originals, check=check).turns
             self._catch_up(list(turns) if flushed else split_current(turns)[0], progress)
 
     def select(
@@ -207,7 +237,8 @@ class Conversation(Generic[T]):
         strategy chooses among the completed turns within what is left of ``budget`` (tokens;
         None = no limit) for ``query`` (default: the newest user message). See
         :func:`ctxmgmt.selection.compose_context`. Turns not derived yet (a backlog left by
-        :data:`INDEX_SECONDS`) are not chosen from; the newest of them are sent verbatim.
+        :data:`INDEX_SECONDS`) are chosen from by a fast index (:class:`~ctxmgmt.backlog.BacklogIndex`)
+        and the context says it is partial (``context.details["partial"]``).
 
         ``flushed=True`` is for messages a ``Memory`` flushed into a block: every turn is
         completed (none is in progress) and system messages are kept but never selected.
@@ -234,6 +265,7 @@ class Conversation(Generic[T]):
                 query=query,
                 budget=budget,
                 pending_tokens=self._pending_tokens,
+                backlog=self._index_backlog(past),
             )
             self.last_context = context
             messages = history.select_originals(context, text_block or self.codec.text_block)
@@ -248,12 +280,13 @@ class Conversation(Generic[T]):
 
     def clear(self) -> None:
         """Forget the conversation's derived state, here and in the store."""
+        _WORKER.cancel(self)
         with self.lock:
+            self._generation += 1
             self.history.clear()
             self.state.clear()
             self.last_context = None
-            self.backlog = 0
-            self._pending = None
+            self._forget_backlog()
 
     def carry_over(self, originals: Sequence[T] | None = None) -> None:
         """Start a new conversation that remembers this one (SWin's ``new_session``).
@@ -262,13 +295,31 @@ class Conversation(Generic[T]):
         the last one included. The strategy then keeps its derived memory but no turns; the
         stored state is replaced by the carried-over state when the next turn is written.
         """
+        _WORKER.cancel(self)
         with self.lock:
+            self._generation += 1
             if originals is not None:
                 self._catch_up(list(self.history.update(originals).turns), None, deadline=False)
+            self._forget_backlog()
             self.strategy.new_session()
             self.state.detach_history()
             self.history.clear()
             self.last_context = None
+
+    def close(self) -> None:
+        """Let the conversation go (the pool evicted or discarded it): no background work for it again.
+
+        Its state stays in the store; a call that already holds it finishes. A later call on the
+        same id gets a new conversation, loaded from the store.
+        """
+        self.closed = True  # checked before every commit of the worker: no lock needed
+        _WORKER.cancel(self)
+
+    def _forget_backlog(self) -> None:
+        self.backlog = 0
+        self._pending = None
+        self._backlog_tokens.clear()
+        self._backlog_index = None
 
     def _catch_up(self, past: Sequence[Turn], progress: Progress | None, *, deadline: bool = True) -> None:
         """Bring the stored state towards ``past`` within ``index_seconds`` (all of it without ``deadline``).
@@ -277,13 +328,26 @@ class Conversation(Generic[T]):
         the worker has one in hand, a call derives nothing (it only loads or rewinds) and answers.
         """
         chains = self.history.chains(len(past))
-        if deadline and self.backlog and self.in_background:  # the worker is on it: only answer
+        if deadline and self.backlog and self.in_background and _WORKER.holds(self):  # only answer
             self._derive(past, chains, progress, 0.0, first_step=0)
         else:
             self._derive(past, chains, progress, self.index_seconds if deadline else None)
         self._pending = (list(past), chains) if self.backlog else None
-        if self.backlog and self.in_background:
+        if self.backlog and self.in_background and not self.closed:
             _WORKER.submit(self)
+
+    def _index_backlog(self, past: Sequence[Turn]) -> BacklogIndex | None:
+        """The fast index of ``past`` while a backlog is left (built then, dropped once it is gone)."""
+        if not self.backlog:
+            self._backlog_index = None
+            return None
+        if self._backlog_index is None:
+            import os as _os
+
+            q = getattr(self.strategy, "embedder", None) if _os.environ.get("CTX_BQ") == "minilm" else None
+            self._backlog_index = BacklogIndex(self.strategy.token_counter, q)
+        self._backlog_index.update(past, self.history.chains(len(past)))
+        return self._backlog_index
 
     def _derive(
         self,
@@ -318,6 +382,8 @@ class Conversation(Generic[T]):
             if seconds is None:
                 continue
             if start is None:
+                if seconds <= 0:  # the untimed first step only
+                    break
                 start = _monotonic()
                 continue
             timed += done - last
@@ -341,29 +407,43 @@ class Conversation(Generic[T]):
         self.backlog = backlog
         if not backlog:
             self._backlog_tokens.clear()
+            self._backlog_index = None
 
     def derive_backlog_step(self) -> bool:
-        """Derive one turn, then more for :data:`BACKGROUND_STEP_SECONDS`; True while a backlog is left.
+        """Derive the next few turns of the backlog; True while a backlog is left.
 
-        What the background worker runs between calls. Returns at once (True) when a call holds
-        the conversation: that call derives for itself.
+        What the background worker runs between calls: the turns are prepared (embedded) outside
+        the lock, then committed under it (:data:`PREPARE_TURNS`; one turn, all under the lock,
+        for a strategy that does not prepare), unless the conversation was cleared, carried over
+        or closed meanwhile. Returns at once (True) when a call holds the conversation.
         """
         if not self.lock.acquire(timeout=0.01):
             return True
         try:
-            if self._pending is None:
+            if self.closed or self._pending is None:
+                return False
+            past, _ = self._pending
+            generation, done = self._generation, len(self.state.chains)
+            prepares = type(self.strategy).prepare is not Strategy.prepare
+            batch = past[done : done + (PREPARE_TURNS if prepares else 1)]
+        finally:
+            self.lock.release()
+        if prepares and batch:
+            self.strategy.prepare(batch)  # the slow part, outside the lock
+        with self.lock:
+            if self.closed or generation != self._generation or self._pending is None:
                 return False
             past, chains = self._pending
-            self._derive(past, chains, None, BACKGROUND_STEP_SECONDS, first_step=1)
+            self._derive(past, chains, None, 0.0, first_step=max(1, len(batch)))
             if not self.backlog:
                 self._pending = None
             return self.backlog > 0
-        finally:
-            self.lock.release()
 
     def wait_derived(self, timeout: float | None = None) -> bool:
         """Wait until the backlog is derived (by calls or the background); False on ``timeout`` (seconds)."""
         end = None if timeout is None else time.monotonic() + timeout
+        if self.backlog and self.in_background and not self.closed and not _WORKER.holds(self):
+            _WORKER.submit(self)  # e.g. a forked child's conversation
         while self.backlog:
             if end is not None and time.monotonic() >= end:
                 return False
@@ -385,6 +465,8 @@ class _BacklogWorker:
     conversation is stepped in turn with the others (:meth:`Conversation.derive_backlog_step`);
     after each step the thread rests :data:`REST_SHARE` of the step's time. A step that raises
     hands the conversation's backlog back to its calls (``in_background`` turns False).
+    :meth:`stop` runs when the interpreter starts to exit (before it joins threads), so the
+    thread is never in native code while the interpreter finalises.
     """
 
     def __init__(self) -> None:
@@ -392,31 +474,39 @@ class _BacklogWorker:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
-        atexit.register(self.stop)
+        self._current: Conversation[Any] | None = None
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Finish the step under way and stop; registered to run at interpreter exit.
-
-        A thread still in native code (torch) while the interpreter finalises can abort the process.
-        """
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """Finish the turn under way and stop (at interpreter exit: :func:`_stop_worker`)."""
         with self._cond:
             self._stopping = True
+            self._queue.clear()
             thread = self._thread
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+    def holds(self, conversation: Conversation[Any]) -> bool:
+        """Whether ``conversation``'s backlog is queued or being stepped by this worker."""
+        with self._cond:
+            return self._current is conversation or any(c is conversation for c in self._queue)
 
     def submit(self, conversation: Conversation[Any]) -> None:
         """Derive ``conversation``'s backlog in the background (once queued, it stays until done)."""
         with self._cond:
             if self._stopping:
                 return
-            if not any(c is conversation for c in self._queue):
+            if self._current is not conversation and not any(c is conversation for c in self._queue):
                 self._queue.append(conversation)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ctxmgmt-backlog", daemon=True)
                 self._thread.start()
             self._cond.notify()
+
+    def cancel(self, conversation: Conversation[Any]) -> None:
+        """Drop ``conversation`` from the queue (a step under way commits nothing: its generation is old)."""
+        with self._cond:
+            self._queue = deque(c for c in self._queue if c is not conversation)
 
     def _run(self) -> None:
         while True:
@@ -426,7 +516,7 @@ class _BacklogWorker:
                 if not self._queue or self._stopping:
                     self._thread = None
                     return
-                conversation = self._queue.popleft()
+                conversation = self._current = self._queue.popleft()
             started = time.monotonic()
             try:
                 more = conversation.derive_backlog_step()
@@ -434,15 +524,47 @@ class _BacklogWorker:
                 logger.warning("background derivation of session %r failed: %s", conversation.key, exc)
                 conversation.in_background = False  # its calls derive the backlog again
                 more = False
-            if more:
-                with self._cond:
+            with self._cond:
+                self._current = None
+                if more and not conversation.closed and not self._stopping:
                     self._queue.append(conversation)
-            with self._cond:  # rest, unless asked to stop
+                del conversation  # an evicted conversation is not kept alive by the worker
+                # rest, unless asked to stop
                 self._cond.wait(min(REST_SHARE * (time.monotonic() - started), 1.0))
 
 
 _IDLE_SECONDS = 5.0
 _WORKER = _BacklogWorker()
+_LIVE: weakref.WeakSet[Conversation[Any]] = weakref.WeakSet()
+"""Every conversation of the process (a forked child gives each a new lock)."""
+_POOLS: weakref.WeakSet[ConversationPool[Any]] = weakref.WeakSet()
+
+
+def _stop_worker() -> None:
+    """Stop the process's background worker (the one of a forked child too)."""
+    _WORKER.stop()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (gunicorn, multiprocessing) gets a new worker and new locks.
+
+    A lock the parent's worker or another thread held at the fork would stay held for ever in
+    the child, and the parent's worker thread does not exist there. Conversations with a
+    backlog are handed to the child's worker (started by the next call or :meth:`Conversation.wait_derived`).
+    """
+    global _WORKER
+    _WORKER = _BacklogWorker()
+    for pool in list(_POOLS):
+        pool._lock = threading.Lock()
+    for conversation in list(_LIVE):
+        conversation.lock = threading.RLock()
+
+
+if hasattr(threading, "_register_atexit"):  # runs before the interpreter joins threads and finalises
+    threading._register_atexit(_stop_worker)
+else:  # pragma: no cover - CPython has it since 3.9
+    atexit.register(_stop_worker)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _monotonic() -> float:
@@ -501,6 +623,7 @@ class ConversationPool(Generic[T]):
         self.max_conversations = max_conversations
         self._conversations: OrderedDict[str, Conversation[T]] = OrderedDict()
         self._lock = threading.Lock()
+        _POOLS.add(self)
 
     def __len__(self) -> int:
         return len(self._conversations)
@@ -523,11 +646,13 @@ class ConversationPool(Generic[T]):
         with self._lock:
             conversation = self._conversations.get(conversation_id)
             if conversation is None or conversation.store is not store:
+                if conversation is not None:
+                    conversation.close()
                 strategy = self.factory()
                 conversation = Conversation(self.key(strategy, conversation_id), strategy, self.codec, store)
                 self._conversations[conversation_id] = conversation
                 while len(self._conversations) > self.max_conversations:
-                    self._conversations.popitem(last=False)
+                    self._conversations.popitem(last=False)[1].close()
             else:
                 self._conversations.move_to_end(conversation_id)
             return conversation
@@ -543,11 +668,13 @@ class ConversationPool(Generic[T]):
             return next(reversed(self._conversations.values()), None)
 
     def discard(self, conversation_id: str | None) -> None:
-        """Drop the live conversation (its stored state stays)."""
+        """Drop the live conversation and close it (its stored state stays)."""
         with self._lock:
-            self._conversations.pop(
+            conversation = self._conversations.pop(
                 DEFAULT_SESSION if conversation_id is None else str(conversation_id), None
             )
+        if conversation is not None:
+            conversation.close()
 
     @property
     def llm_calls(self) -> int:

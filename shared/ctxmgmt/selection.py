@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from ctxmgmt.backlog import BacklogIndex
 from ctxmgmt.budget import check_budget, messages_tokens, turn_tokens
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import BudgetExceededError
@@ -103,6 +104,7 @@ def compose_context(
     query: str | None = None,
     budget: int | None = None,
     pending_tokens: Callable[[Turn], int] | None = None,
+    backlog: BacklogIndex | None = None,
 ) -> Context:
     """The context for the next model call, from a strategy that holds ``past`` (or a prefix of it).
 
@@ -114,9 +116,11 @@ def compose_context(
     the budget.
 
     When the strategy holds only a prefix of ``past`` (a backlog still being derived), the
-    newest :data:`BACKLOG_TURNS` turns of the rest are sent verbatim before the turn in
-    progress, within half of what the budget leaves; the strategy chooses within the remainder.
-    ``pending_tokens`` counts such a turn's tokens (default: the strategy's counter, uncached).
+    ``backlog`` index chooses among the rest (:meth:`ctxmgmt.backlog.BacklogIndex.select`),
+    within the waiting turns' share of what the budget leaves, and the context's details say
+    it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting). Without an
+    index the newest :data:`BACKLOG_TURNS` waiting turns are sent. ``pending_tokens`` counts a
+    waiting turn's tokens (default: the strategy's counter, uncached).
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -135,9 +139,15 @@ def compose_context(
     remaining = None if budget is None else budget - fixed
     derived = len(strategy.turns)
     cost = pending_tokens or (lambda turn: turn_tokens(counter, turn))
-    pending = _backlog_block(cost, past[derived:], derived, None if remaining is None else remaining // 2)
-    if remaining is not None and pending is not None:
-        remaining -= pending.tokens
+    pending: list[Block] = []
+    if derived < len(past):
+        share = None if remaining is None else remaining * (len(past) - derived) // len(past)
+        if backlog is not None:
+            pending = backlog.select(question, past, derived, share)
+        else:
+            pending = _backlog_block(cost, past[derived:], derived, share)
+    if remaining is not None:
+        remaining -= sum(block.tokens for block in pending)
     if question:
         selected = strategy.select(question, budget=remaining)
     else:
@@ -154,8 +164,7 @@ def compose_context(
             )
         )
     blocks.extend(selected.blocks)
-    if pending is not None:
-        blocks.append(pending)
+    blocks.extend(pending)
     if current is not None:
         blocks.append(
             Block(
@@ -173,7 +182,7 @@ def compose_context(
         strategy=strategy.name,
         details=selected.details
         if derived == len(past)
-        else {**selected.details, "backlog": len(past) - derived},
+        else {**selected.details, "partial": True, "backlog": len(past) - derived},
     )
 
 
@@ -225,19 +234,21 @@ def select_originals(
 
 def _backlog_block(
     cost_of: Callable[[Turn], int], backlog: Sequence[Turn], first: int, budget: int | None
-) -> Block | None:
+) -> list[Block]:
     """The newest :data:`BACKLOG_TURNS` of ``backlog`` (history turns ``first``..) within ``budget``."""
     count, used = _newest_within((cost_of(t) for t in reversed(backlog[-BACKLOG_TURNS:])), budget)
     if not count:
-        return None
+        return []
     start = first + len(backlog) - count
-    return Block(
-        "turns",
-        turns=tuple(range(start, start + count)),
-        messages=tuple(m for t in backlog[len(backlog) - count :] for m in t.messages),
-        tokens=used,
-        reason=f"newest turns not derived yet ({len(backlog)} waiting)",
-    )
+    return [
+        Block(
+            "turns",
+            turns=tuple(range(start, start + count)),
+            messages=tuple(m for t in backlog[len(backlog) - count :] for m in t.messages),
+            tokens=used,
+            reason=f"newest turns not derived yet ({len(backlog)} waiting)",
+        )
+    ]
 
 
 def _newest_within(costs: Iterable[int], budget: int | None) -> tuple[int, int]:

@@ -137,11 +137,12 @@ def test_an_empty_message_in_the_state_never_kills_the_thread(hashing_embedder):
 
 @pytest.mark.parametrize("memory", ["KadaneDial", "TopicThread", "DiscourseTree"])
 def test_thousands_of_messages_at_once_are_derived_over_several_calls(memory, hashing_embedder, monkeypatch):
-    """A thread sent 1,200 messages in one call: each call derives what fits in its time and
-    sends the newest waiting turns verbatim; later calls go on until the backlog is gone."""
+    """A thread sent 1,200 messages in one call: each call derives what fits in its time, the
+    waiting turns are chosen from by the fast index (the newest and the relevant ones are sent);
+    later calls go on until the backlog is gone."""
     import ctxmgmt.conversation as conversation_module
     import langchain_ctxmgmt
-    from ctxmgmt.selection import BACKLOG_TURNS
+    from ctxmgmt.backlog import RECENT_TURNS
     from langchain_ctxmgmt.testing import RecordingChatModel
 
     now = [0.0]
@@ -163,10 +164,16 @@ def test_thousands_of_messages_at_once_are_derived_over_several_calls(memory, ha
     agent.invoke({"messages": [*flood, HumanMessage("What did I say about item 5?")]}, config)
     sent = model.received[-1]
     assert sent[-1].content == "What did I say about item 5?"
-    assert [m.content for m in sent[-1 - 2 * BACKLOG_TURNS : -1]] == [
-        m.content for m in flood[-2 * BACKLOG_TURNS :]
-    ]
+    newest = [m.content for m in flood[-2 * RECENT_TURNS :]]
+    assert [m.content for m in sent[-1 - 2 * RECENT_TURNS : -1]] == newest
+    assert "note 412: item 5" in [m.content for m in sent]  # a waiting turn the question needs
+    assert middleware.last_context.details["partial"]
     backlog = middleware.last_context.details["backlog"]
+    reply = agent.get_state(config).values["messages"][-1]  # the receipt travels with the model's reply
+    assert (
+        reply.response_metadata["ctxmgmt"]["partial"]
+        and reply.response_metadata["ctxmgmt"]["backlog"] == backlog
+    )
     assert 0 < backlog < 600
     calls = 1
     while middleware.last_context.details.get("backlog"):

@@ -10,7 +10,6 @@ import pytest
 import ctxmgmt.conversation as conversation_module
 from ctxmgmt import BudgetExceededError, InvalidMessageError, KadaneDialStrategy, SWinStrategy
 from ctxmgmt.conversation import Codec, Conversation, ConversationPool
-from ctxmgmt.selection import BACKLOG_TURNS
 from ctxmgmt.store.memory import InMemoryStore
 from ctxmgmt.types import Message, chain_hashes
 
@@ -157,18 +156,23 @@ class Clock:
         return self.now
 
 
-def test_a_call_derives_what_fits_in_its_time_and_sends_the_newest_waiting_turns_verbatim(
+def test_a_call_derives_what_fits_in_its_time_and_chooses_among_the_waiting_turns_at_once(
     hashing_embedder, monkeypatch
 ):
     monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.2))
     capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
-    history = [*chat(60), Note("user", "question 59 about cats")]
+    history = [*chat(60, "dogs"), Note("user", "question 37 about dogs")]
+    history[75:77] = [Note("user", "my bike lock code is 4417"), Note("assistant", "noted: 4417")]  # turn 37
+    selection = capped.select([*history[:-1], Note("user", "what is my bike lock code?")])
+    assert 0 < len(capped.strategy) < 37 and capped.backlog == 60 - len(capped.strategy)
+    waiting = [b for b in selection.context.blocks if "not derived yet" in b.reason]
+    chosen = {t for b in waiting for t in b.turns}
+    assert 37 in chosen  # a waiting turn the question needs, chosen by the fast index
+    assert {58, 59} <= chosen  # and the newest ones
+    assert selection.context.details["partial"] and selection.context.details["backlog"] == capped.backlog
+    history[-1] = Note("user", "question 59 about dogs")
     selection = capped.select(history)
-    assert 0 < len(capped.strategy) < 60 and capped.backlog == 60 - len(capped.strategy)
-    waiting = selection.context.blocks[-2]
-    assert waiting.turns == tuple(range(60 - BACKLOG_TURNS, 60))
-    assert "not derived yet" in waiting.reason and selection.context.details["backlog"] == capped.backlog
     assert selection.messages[-3:] == history[-3:]  # the newest waiting turn, then the question
     full = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=None)
     assert selection.context.history_tokens == full.select(history).context.history_tokens
@@ -182,14 +186,15 @@ def test_a_call_derives_what_fits_in_its_time_and_sends_the_newest_waiting_turns
     assert capped.select(history).context.blocks == full.select(history).context.blocks
 
 
-def test_waiting_turns_take_at_most_half_the_budget_left(hashing_embedder, monkeypatch):
+def test_waiting_turns_take_at_most_their_share_of_the_budget_left(hashing_embedder, monkeypatch):
     monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(1.0))
     capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
     history = [*chat(40), Note("user", "question 3 about cats")]
     context = capped.select(history, budget=60).context
     waiting = [b for b in context.blocks if "not derived yet" in b.reason]
-    assert waiting and waiting[0].tokens <= (60 - context.blocks[-1].tokens - context.blocks[0].tokens) // 2
+    left = 60 - context.blocks[-1].tokens - context.blocks[0].tokens
+    assert waiting and sum(b.tokens for b in waiting) <= left * context.details["backlog"] // 40
     assert context.tokens <= 60
 
 
@@ -241,6 +246,7 @@ def test_a_backlog_is_derived_in_the_background_between_calls(hashing_embedder, 
 def test_while_the_worker_has_a_backlog_in_hand_a_call_only_answers(hashing_embedder, monkeypatch):
     queued: list[Conversation[Note]] = []
     monkeypatch.setattr(conversation_module._WORKER, "submit", queued.append)  # stepped by hand below
+    monkeypatch.setattr(conversation_module._WORKER, "holds", lambda c: any(c is q for q in queued))
     conversation = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.0)
     history = [*chat(60), Note("user", "question 7 about cats")]
     conversation.select(history)

@@ -170,6 +170,15 @@ def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 _MODEL_LOCK = threading.Lock()
 
+
+def _new_model_lock() -> None:
+    """A forked child's model lock: a thread of the parent may have held it at the fork."""
+    global _MODEL_LOCK
+    _MODEL_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_model_lock)
+
 FROZEN_MAX_TEXTS = 8
 """Calls with up to this many texts use the frozen graph; larger batches use ``encode``,
 which pads more efficiently (measured on 2 CPU cores: equal at 8 texts, 6% faster at 32)."""
@@ -769,45 +778,49 @@ class EmbeddingCache:
         if self.dim is None:
             self.dim = int(vector.shape[-1])
         self._vectors[key] = vector
-        self._vectors.move_to_end(key)
+        self._touch(key)
         while len(self._vectors) > self.size:
-            self._vectors.popitem(last=False)
+            try:
+                self._vectors.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
 
     def get(self, key: str) -> np.ndarray | None:
         """The cached vector of ``key`` (None if absent)."""
         vector = self._vectors.get(key)
         if vector is not None:
-            self._vectors.move_to_end(key)
+            self._touch(key)
         return vector
+
+    def _touch(self, key: str) -> None:
+        # The background worker fills the cache (Strategy.prepare) while a call reads it: each
+        # OrderedDict operation is atomic, and a key evicted in between is simply not moved.
+        try:
+            self._vectors.move_to_end(key)
+        except KeyError:
+            pass
 
     def embed(self, texts: Sequence[str], keys: Sequence[str] | None = None) -> list[np.ndarray]:
         """Vectors of ``texts`` (documents), embedding only the keys not cached, in one batch."""
-        keys = list(texts) if keys is None else list(keys)
-        missing = list({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
-        fresh: dict[str, np.ndarray] = {}
-        if missing:
-            vectors = embed_documents(self.embedder, [texts[i] for i in missing], dim=self.dim)
-            for i, vector in zip(missing, vectors, strict=True):
-                fresh[keys[i]] = np.asarray(vector, dtype=np.float32)
-                self.put(keys[i], vector)
-        return [fresh[k] if k in fresh else self._lookup(k) for k in keys]
+        keys = list(keys) if keys is not None else list(texts)
+        return self._cached(keys, texts, embed_documents)
 
     def embed_queries(self, queries: Sequence[str]) -> list[np.ndarray]:
         """Query vectors of ``queries`` (the embedder's query path), cached by text."""
-        keys = [f"q:{q}" for q in queries]
-        missing = list({k: i for i, k in enumerate(keys) if k not in self._vectors}.values())
-        fresh: dict[str, np.ndarray] = {}
-        if missing:
-            vectors = embed_queries(self.embedder, [queries[i] for i in missing], dim=self.dim)
-            for i, vector in zip(missing, vectors, strict=True):
-                fresh[keys[i]] = np.asarray(vector, dtype=np.float32)
-                self.put(keys[i], vector)
-        return [fresh[k] if k in fresh else self._lookup(k) for k in keys]
+        return self._cached([f"q:{q}" for q in queries], queries, embed_queries)
 
-    def _lookup(self, key: str) -> np.ndarray:
-        vector = self.get(key)
-        assert vector is not None
-        return vector
+    def _cached(
+        self, keys: list[str], texts: Sequence[str], compute: Callable[..., np.ndarray]
+    ) -> list[np.ndarray]:
+        """The vectors of ``keys``: cached ones as they are, the rest computed from ``texts`` in one batch."""
+        found = {k: v for k in dict.fromkeys(keys) if (v := self.get(k)) is not None}
+        missing = [i for k, i in {k: i for i, k in enumerate(keys)}.items() if k not in found]
+        if missing:
+            vectors = compute(self.embedder, [texts[i] for i in missing], dim=self.dim)
+            for i, vector in zip(missing, vectors, strict=True):
+                found[keys[i]] = np.asarray(vector, dtype=np.float32)
+                self.put(keys[i], vector)
+        return [found[k] for k in keys]
 
     def expected_dim(self) -> int | None:
         """The dimension new vectors will have: :attr:`dim`, else the one the embedder declares."""

@@ -271,6 +271,7 @@ class DiscourseTreeStrategy(Strategy):
         )
         self._content_cache: dict[str, np.ndarray] = {}
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._staged: dict[str, np.ndarray] = {}  # vectors embedded ahead of add (prepare)
         self._plans: OrderedDict[tuple[str, int], Plan] = OrderedDict()
         self._init_forest()
 
@@ -357,8 +358,10 @@ class DiscourseTreeStrategy(Strategy):
     def _dim(self) -> int | None:
         """Dimension of the embeddings in use (None before the first): new ones must match it."""
         for cache in (self._content_cache, self._query_cache):
-            for vector in cache.values():
-                return int(vector.shape[-1])
+            try:  # a background prepare reads this while a call may change the caches
+                return int(next(iter(list(cache.values()))).shape[-1])
+            except StopIteration:
+                continue
         return None
 
     def _query_vector(self, query: str) -> np.ndarray:
@@ -548,21 +551,41 @@ class DiscourseTreeStrategy(Strategy):
             text = " ".join(words[: self.summary_words]) + (" ..." if len(words) > self.summary_words else "")
         return text
 
+    def prepare(self, turns: Sequence[Turn]) -> None:
+        """Embed ``turns``' contents and queries in one batch for the next ``add``.
+
+        Safe beside a call on another thread (the background worker runs it outside the
+        conversation's lock): the vectors are staged in a new dict, assigned at once.
+        """
+        self._staged = self._embed_new(turns, self._staged)
+
+    def _embed_new(self, turns: Sequence[Turn], have: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``have`` plus the vectors, embedded in one batch, that neither it nor the caches hold.
+
+        Keys: ``c:`` + a turn's fingerprint (its content), ``q:`` + a turn's query text.
+        """
+        wanted: dict[str, str] = {}
+        for turn in turns:
+            if turn.fingerprint not in self._content_cache and f"c:{turn.fingerprint}" not in have:
+                wanted[f"c:{turn.fingerprint}"] = turn.text
+        for query in sorted({bound_input(t.query or t.text) for t in turns}):
+            if query not in self._query_cache and f"q:{query}" not in have:
+                wanted[f"q:{query}"] = query
+        out = dict(have)
+        if wanted:  # one batch: a turn whose query was never selected costs two forward passes
+            vectors = embed_documents(self.embedder, list(wanted.values()), dim=self._dim())
+            out.update(zip(wanted, vectors, strict=True))
+        return out
+
     def _on_add(self, turns: list[Turn]) -> None:
-        keys = [t.fingerprint for t in turns]
-        queries = [bound_input(t.query or t.text) for t in turns]
-        missing = list({k: i for i, k in enumerate(keys) if k not in self._content_cache}.values())
-        fresh_queries = sorted({q for q in queries if q not in self._query_cache})
-        texts = [turns[i].text for i in missing] + fresh_queries
-        if texts:  # one batch: a turn whose query was never selected costs two forward passes
-            vectors = embed_documents(self.embedder, texts, dim=self._dim())
-            for i, vector in zip(missing, vectors[: len(missing)], strict=True):
-                self._content_cache[keys[i]] = vector
-            for q, vector in zip(fresh_queries, vectors[len(missing) :], strict=True):
-                self._query_cache[q] = vector
-        for turn, key, query in zip(turns, keys, queries, strict=True):
+        staged, self._staged = self._embed_new(turns, self._staged), {}
+        for key, vector in staged.items():
+            cache = self._content_cache if key.startswith("c:") else self._query_cache
+            cache[key[2:]] = vector
+        for turn in turns:
+            query = bound_input(turn.query or turn.text)
             plan = self._plan(query)
-            self._place(turn.index, plan, self._content_cache[key], self._node_summary(turn))
+            self._place(turn.index, plan, self._content_cache[turn.fingerprint], self._node_summary(turn))
 
     def _place(self, node: int, plan: Plan, vector: np.ndarray, summary: str) -> None:
         tree_id, parent, branch_id = plan.tree, plan.parent, plan.branch
@@ -631,6 +654,7 @@ class DiscourseTreeStrategy(Strategy):
 
     def _on_reset(self) -> None:
         self._plans.clear()
+        self._staged = {}
         self._init_forest()
 
     # -- selection (step 4) -----------------------------------------------------------------

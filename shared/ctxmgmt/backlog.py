@@ -1,0 +1,133 @@
+"""Every completed turn selectable at once: a fast index over the turns a strategy has not derived yet.
+
+A long history that arrives at once (a cold start over an existing chat store, thousands of
+messages in one call) takes a strategy seconds to minutes to derive with MiniLM (about 35 ms a
+turn on 2 CPU cores). Meanwhile the turns it has not reached are chosen from by
+:class:`BacklogIndex`: KadaneDial (the DYCP span selection of
+:class:`~ctxmgmt.strategies.kadanedial.KadaneDialStrategy`) over the shipped static encoder's
+vectors and BM25, which indexes about 2,000 turns a second and needs no torch. So the first
+answer over a long history already holds the earlier turns its question needs, and the context
+says it is partial (``context.details["partial"]``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ctxmgmt.budget import turn_tokens
+from ctxmgmt.components.tokens import TokenCounter
+from ctxmgmt.context import Block, runs
+from ctxmgmt.strategies.kadanedial import KadaneDialStrategy, trim_to_budget
+from ctxmgmt.types import Turn
+
+RECENT_TURNS = 2
+"""Newest waiting turns always sent with the backlog's selection (continuity: "and then?")."""
+
+INDEX_SECONDS = 2.0
+"""Most seconds one call spends indexing waiting turns, oldest first (about 4,000 turns); the
+next calls index the rest. Turns not indexed yet are chosen from only as the newest
+:data:`RECENT_TURNS`."""
+
+INDEX_STEP = 256
+"""Turns indexed per step (one static-encoder batch) between clock checks."""
+
+
+class BacklogIndex:
+    """KadaneDial over the static encoder and BM25, choosing among the turns not derived yet.
+
+    Holds every completed turn of the history from the first (so spans and z-scores are those
+    of the whole conversation) and selects among those from ``first`` on. Built by a
+    conversation when a backlog appears and dropped when it is gone: it keeps one 384-float
+    vector per turn.
+
+    Args:
+        token_counter: The conversation strategy's counter (turn token counts agree with it).
+    """
+
+    def __init__(self, token_counter: TokenCounter, questions: Any = None) -> None:
+        embedder: Any = "static" if questions is None else _StaticTurns(questions)
+        self.strategy = KadaneDialStrategy(embedder=embedder, token_counter=token_counter)
+        self._chain = ""  # chain hash of the newest indexed turn
+
+    def update(
+        self, past: Sequence[Turn], chains: Sequence[str], *, seconds: float | None = INDEX_SECONDS
+    ) -> None:
+        """Index the completed turns ``past`` (for at most ``seconds``; None = all of them).
+
+        ``chains`` are their chain hashes (:meth:`ctxmgmt.converted.ConvertedHistory.chains`): a
+        history that no longer extends the indexed one (an edit or deletion anywhere) is indexed
+        anew, so the index never holds text the history lost.
+        """
+        done = len(self.strategy.turns)
+        if done and (done > len(chains) or chains[done - 1] != self._chain):
+            self.strategy.reset()
+        start = time.monotonic()
+        while len(self.strategy.turns) < len(past):
+            done = len(self.strategy.turns)
+            self.strategy.add_many(past[done : done + INDEX_STEP])
+            self._chain = chains[len(self.strategy.turns) - 1]
+            if seconds is not None and time.monotonic() - start >= seconds:
+                break
+
+    def select(self, query: str, past: Sequence[Turn], first: int, budget: int | None) -> list[Block]:
+        """Blocks of the turns ``first``.. of ``past`` to send for ``query``, within ``budget`` tokens.
+
+        KadaneDial's spans over the indexed turns, cut to those from ``first`` on, plus the
+        newest :data:`RECENT_TURNS` turns; over ``budget`` the lowest-scoring span edges go
+        first (the newest turns last). Chronological runs, one block each.
+        """
+        indexed = len(self.strategy.turns)
+        recent = set(range(max(first, len(past) - RECENT_TURNS), len(past)))
+        chosen = set(recent)
+        scores: list[float] = []
+        if query and indexed > first:
+            context = self.strategy.select(query)
+            chosen |= {i for block in context.blocks for i in block.turns if i >= first}
+            scores = list(context.details.get("scores", []))
+        if budget is not None:
+            tokens = {i: self._tokens(past, i) for i in chosen}
+            top = max(scores, default=0.0) + 1.0  # turns not indexed yet (the newest) go last
+            signal = np.array([scores[i] if i < len(scores) else top for i in range(len(past))])
+            trim_to_budget(chosen, signal, recent, tokens, budget)  # type: ignore[arg-type]
+        blocks = []
+        for run in runs(sorted(chosen)):
+            why = "newest turn" if set(run) <= recent else "a span relevant to the question (fast index)"
+            blocks.append(
+                Block(
+                    "turns",
+                    turns=tuple(run),
+                    messages=tuple(m for i in run for m in past[i].messages),
+                    tokens=sum(self._tokens(past, i) for i in run),
+                    reason=f"not derived yet: {why}",
+                )
+            )
+        return blocks
+
+    def _tokens(self, past: Sequence[Turn], index: int) -> int:
+        if index < len(self.strategy.turns):
+            return self.strategy.tokens_of([index])
+        return turn_tokens(self.strategy.token_counter, past[index])
+
+
+class _StaticTurns:
+    """Turns embedded by the static encoder, questions by ``questions``.
+
+    The static encoder's vectors were fitted to MiniLM's space, so MiniLM questions score them.
+    """
+
+    def __init__(self, questions: Any) -> None:
+        from ctxmgmt.components.static_embedder import static_embedder
+
+        self.turns = static_embedder()
+        self.questions = questions
+        self.name = f"{self.turns.name}+{getattr(questions, 'name', 'questions')}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.turns.embed(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.questions.embed([text])

@@ -1,0 +1,152 @@
+"""One owner for a conversation's state: the call, the background worker, or nobody (issue 33).
+
+Eviction, clearing, carry-over and fork against the background worker, with a fake clock and a
+slowed embedder so nothing depends on machine speed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ctxmgmt.conversation as conversation_module
+from ctxmgmt import KadaneDialStrategy, SWinStrategy
+from ctxmgmt.conversation import Conversation, ConversationPool
+from ctxmgmt.store import SQLiteStore
+from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.types import Message
+from tests.unit.test_conversation import CODEC, Note, chat
+
+
+class GatedEmbedder(HashingEmbedder):
+    """A HashingEmbedder whose batches of more than one text wait for ``gate`` (a slow model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+
+    def embed(self, texts: Any) -> np.ndarray:
+        if len(texts) > 1 and threading.current_thread().name == "ctxmgmt-backlog":
+            self.waiting.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().embed(texts)
+
+
+def stored_chains(store: SQLiteStore, key: str) -> list[str]:
+    stored = store.load(key)
+    return [] if stored is None else list(stored.chains)
+
+
+def with_backlog(embedder: Any, store: SQLiteStore | None = None, key: str = "k") -> Conversation[Note]:
+    conversation = Conversation(key, KadaneDialStrategy(embedder=embedder), CODEC, store, index_seconds=0.0)
+    conversation.select([*chat(80), Note("user", "question 3 about cats")])
+    assert conversation.backlog > 0
+    return conversation
+
+
+def test_an_evicted_conversation_is_never_stepped_or_written_again(tmp_path):
+    embedder = GatedEmbedder()
+    store = SQLiteStore(tmp_path / "s.db")
+    pool: ConversationPool[Note] = ConversationPool(
+        lambda: KadaneDialStrategy(embedder=embedder), CODEC, surface="t", store=store, max_conversations=1
+    )
+    victim = pool.get("victim")
+    victim.index_seconds = 0.0
+    victim.select([*chat(80), Note("user", "question 3 about cats")])
+    assert embedder.waiting.wait(10)  # the worker is inside a step of the victim, outside its lock
+    written = stored_chains(store, victim.key)
+    pool.get("other")  # evicts the victim
+    assert victim.closed
+    embedder.gate.set()
+    time.sleep(0.3)
+    assert stored_chains(store, victim.key) == written  # the step under way committed nothing
+    assert not conversation_module._WORKER.holds(victim)
+    assert not victim.derive_backlog_step()
+
+
+def test_clear_while_the_worker_prepares_leaves_nothing_stored(tmp_path):
+    embedder = GatedEmbedder()
+    store = SQLiteStore(tmp_path / "s.db")
+    conversation = with_backlog(embedder, store)
+    assert embedder.waiting.wait(10)
+    conversation.clear()
+    assert store.load("k") is None
+    embedder.gate.set()
+    time.sleep(0.3)
+    assert store.load("k") is None and len(conversation.strategy) == 0  # nothing came back
+    assert not conversation_module._WORKER.holds(conversation)
+
+
+def test_carry_over_during_a_backlog_keeps_the_carried_memory():
+    conversation = Conversation("s", SWinStrategy(window=2, overlap=0), CODEC, index_seconds=0.0)
+    history = chat(60)
+    conversation.index(history)
+    assert conversation.backlog > 0
+    conversation.carry_over(history)
+    memory = conversation.strategy.to_state()
+    assert not conversation.derive_backlog_step()  # the worker has nothing left to re-add
+    assert conversation.strategy.to_state() == memory and len(conversation.strategy) == 0
+    assert conversation.backlog == 0
+
+
+def test_the_background_never_makes_a_call_wait_for_a_batch():
+    embedder = GatedEmbedder()
+    conversation = with_backlog(embedder)
+    assert embedder.waiting.wait(10)  # the worker is embedding its next batch
+    start = time.monotonic()
+    selection = conversation.select([*chat(80), Note("user", "question 7 about cats")])
+    waited = time.monotonic() - start
+    embedder.gate.set()
+    assert selection.context.details["partial"] and waited < 5  # answered while the worker was stuck
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_derives_its_backlog_and_never_deadlocks():
+    embedder = GatedEmbedder()
+    conversation = with_backlog(embedder)
+    assert embedder.waiting.wait(10)  # fork while the worker is inside a step
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer, then finish the backlog with its own worker
+        code = 1
+        try:
+            embedder.gate.set()
+            history = [*chat(80), Note("user", "question 7 about cats")]
+            conversation.select(history)
+            done = conversation.wait_derived(timeout=60)
+            code = 0 if done and len(conversation.strategy) == 80 else 2
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(code)
+    os.close(write)
+    embedder.gate.set()
+    try:
+        status = os.read(read, 1)
+    finally:
+        os.close(read)
+        _, exit_status = os.waitpid(pid, 0)
+    assert status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
+    assert conversation.wait_derived(timeout=60)
+
+
+def test_the_same_question_finds_its_turn_asked_at_once_and_after_catch_up():
+    """Same selection whatever the speed: the turn a question needs is sent either way."""
+    history = [*chat(120, "dogs"), Note("user", "what is my bike lock code?")]
+    history[41:43] = [Note("user", "my bike lock code is 4417"), Note("assistant", "noted, 4417")]  # turn 20
+    at_once = Conversation("a", KadaneDialStrategy(embedder=HashingEmbedder()), CODEC, index_seconds=0.0)
+    at_once.in_background = False
+    first = at_once.select(history).context
+    assert first.details["partial"]
+    caught_up = Conversation("b", KadaneDialStrategy(embedder=HashingEmbedder()), CODEC, index_seconds=None)
+    later = caught_up.select(history).context
+    assert "partial" not in later.details
+    for context in (first, later):
+        assert 20 in {t for b in context.blocks if b.kind == "turns" for t in b.turns}
+        assert any("4417" in m.text for b in context.blocks for m in b.messages)
+    assert Message("user", "my bike lock code is 4417") in [m for b in first.blocks for m in b.messages]

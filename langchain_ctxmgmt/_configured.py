@@ -103,7 +103,8 @@ class ThreadSelection(adapter.SelectionRecord):
         self._pool: ConversationPool[BaseMessage] = ConversationPool(
             self._make_strategy,
             CODEC,
-            surface=f"{self.surface}:{self._name}",
+            surface=self.surface,
+            name=self._name,
             store=None if store is None else as_state_store(store),
             max_conversations=max_sessions,
         )

@@ -1,7 +1,7 @@
 """Derived state in the LangGraph ``BaseStore`` an agent already has (``create_agent(store=...)``).
 
 ``LangGraphStateStore(store)`` keeps each session under the namespace
-``("ctxmgmt", space_name(key))``: a ``meta`` item and one ``turn:{i:08d}`` item per turn (layout
+``("ctxmgmt", space_name(bounded_key(key)))``: a ``meta`` item and one ``turn:{i:08d}`` item per turn (layout
 in :mod:`ctxmgmt.store.items`). It works with any ``BaseStore``: ``InMemoryStore``,
 ``PostgresStore``, ``AsyncPostgresStore`` (called from a worker thread), ``SqliteStore``, ...
 

@@ -28,6 +28,7 @@ from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, Conversatio
 from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
 from ctxmgmt.offload import run_blocking
 from ctxmgmt.store.base import StoreError
+from ctxmgmt.store.keys import compose_key
 from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._convert import CODEC, latest_user_text, render_context, to_message
@@ -164,7 +165,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         if own is None:
             check_budget(self.token_limit, name="token_limit")
         counter = self._counter = as_counter(self.token_counter)
-        self._pool = conversation_pool(self, counter, CODEC.by_identity(), surface=f"block:{self.name}")
+        self._pool = conversation_pool(self, counter, CODEC.by_identity(), surface="block", name=self.name)
         self._pool.factory()  # validate now, not at the first flush
 
     @property
@@ -196,7 +197,9 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
 
     def _log(self, session_id: str | None) -> MessageLog | None:
         store = self._conversations().store
-        return None if store is None else MessageLog(store, f"flushed:{self.name}:{session_id}")
+        return (
+            None if store is None else MessageLog(store, compose_key("flushed", self.name, str(session_id)))
+        )
 
     def clear_session(self, session_id: str | None = None) -> None:
         """Forget a session: its flushed messages and derived state, here and in the store.

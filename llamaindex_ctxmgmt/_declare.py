@@ -33,13 +33,14 @@ def make_strategy(adapter: Any, counter: TokenCounter) -> Strategy:
 
 
 def conversation_pool(
-    adapter: Any, counter: TokenCounter, codec: Codec[ChatMessage], *, surface: str
+    adapter: Any, counter: TokenCounter, codec: Codec[ChatMessage], *, surface: str, name: str | None = None
 ) -> ConversationPool[ChatMessage]:
     """The conversations of a memory or block: strategies built from its fields, in its store."""
     return ConversationPool(
         lambda: make_strategy(adapter, counter),
         codec,
         surface=surface,
+        name=name,
         store=None if adapter.store is None else as_state_store(adapter.store),
         max_conversations=adapter.max_sessions,
     )

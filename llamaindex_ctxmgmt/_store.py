@@ -1,7 +1,7 @@
 """Derived state in a LlamaIndex key-value store (``SimpleKVStore``, Postgres, Redis, Mongo, ...).
 
 ``KVStateStore(kvstore)`` keeps each session in the collection
-``"ctxmgmt/" + space_name(key)``: a ``meta`` item and one ``turn:{i:08d}`` item per turn (layout
+``"ctxmgmt/" + space_name(bounded_key(key))``: a ``meta`` item and one ``turn:{i:08d}`` item per turn (layout
 in :mod:`ctxmgmt.store.items`). A ``SimpleKVStore`` lives in process (``persist()`` it
 yourself); a server-backed kv store survives restarts.
 

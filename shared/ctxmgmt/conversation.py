@@ -47,6 +47,7 @@ from ctxmgmt.converted import ConvertedHistory
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.selection import compose_context, split_current
 from ctxmgmt.store.base import StateStore
+from ctxmgmt.store.keys import compose_key
 from ctxmgmt.stored_state import StoredState
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn
@@ -593,6 +594,8 @@ class ConversationPool(Generic[T]):
         surface: Which kind of adapter the pool serves (``"middleware"``, ``"classic"``,
             ``"memory"``, ``"block"``, ...): part of every store key, so two surfaces that
             share a store and an id never share derived state.
+        name: The adapter instance's name (a block's or a middleware's), part of every store
+            key when given; None = none.
         store: Where derived state persists; None = in this process only (unless
             :meth:`get` is given one).
         max_conversations: Live conversations kept in memory; 1000.
@@ -607,6 +610,7 @@ class ConversationPool(Generic[T]):
         codec: Codec[T],
         *,
         surface: str,
+        name: str | None = None,
         store: StateStore | None = None,
         max_conversations: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
@@ -619,6 +623,7 @@ class ConversationPool(Generic[T]):
         self.factory = factory
         self.codec = codec
         self.surface = surface
+        self.name = name
         self.store = store
         self.max_conversations = max_conversations
         self._conversations: OrderedDict[str, Conversation[T]] = OrderedDict()
@@ -632,8 +637,13 @@ class ConversationPool(Generic[T]):
         return conversation_id in self._conversations
 
     def key(self, strategy: Strategy, conversation_id: str) -> str:
-        """Store key of a conversation: ``strategy name:surface:id``."""
-        return f"{strategy.name}:{self.surface}:{conversation_id}"
+        """Store key of a conversation: ``strategy:surface[:name]:id``, each part escaped.
+
+        :func:`~ctxmgmt.store.keys.compose_key`: one-to-one, and byte-identical to the plain
+        join for parts without ``%`` or ``:``.
+        """
+        named = () if self.name is None else (self.name,)
+        return compose_key(strategy.name, self.surface, *named, conversation_id)
 
     def get(self, conversation_id: str | None, *, store: StateStore | None = None) -> Conversation[T]:
         """The live conversation ``conversation_id`` (None = :data:`DEFAULT_SESSION`), created or reloaded.

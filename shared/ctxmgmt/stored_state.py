@@ -21,15 +21,18 @@ from ctxmgmt.store.base import (
     StateStore,
     StoreError,
     TurnEntry,
+    wait_after_conflict,
 )
+from ctxmgmt.store.keys import shown_key
 from ctxmgmt.store.records import RecordTracker, flatten, unflatten
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn, chain_hashes
 
 logger = logging.getLogger(__name__)
 
-RETRIES = 5
-"""Attempts at writing a turn when other writers keep winning the compare-and-set."""
+RETRIES = 8
+"""Attempts at a call's store writes when other writers keep winning the compare-and-set; after
+that the call works in process and the next call uses the store again (it never gives up on it)."""
 
 
 def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
@@ -66,12 +69,15 @@ class StoredState:
     Attributes:
         chains: Chain hashes of the turns the strategy holds.
         version: Version of the stored state this process last read or wrote.
+        home: The store given (``store`` is None during a call that works without it;
+            :meth:`clear` always deletes from ``home``).
     """
 
     def __init__(self, key: str, strategy: Strategy, store: StateStore | None = None) -> None:
         self.key = key
         self.strategy = strategy
         self.store = store
+        self.home = store
         self.chains: list[str] = []
         self.version = 0
         self._tracker = RecordTracker()
@@ -89,20 +95,27 @@ class StoredState:
         loading and rewinding still compare the whole of ``past``). None = all of them.
         The caller holds the conversation's lock.
         Never raises for store trouble: a failing or inconsistent store is reported as a
-        warning and the state is rebuilt from ``past``.
+        warning and the state is rebuilt from ``past``. A lost compare-and-set (another worker
+        wrote the session) reloads and retries after a short random wait (:data:`RETRIES`
+        attempts, :func:`~ctxmgmt.store.base.wait_after_conflict`); if other writers keep
+        winning, this call works in process and the next call uses the store again.
         """
         chains = chain_hashes(past) if chains is None else list(chains)
         if len(chains) != len(past):
             raise ValueError(f"{len(chains)} chain hashes for {len(past)} turns")
-        for _ in range(RETRIES):
+        for attempt in range(RETRIES):
             try:
                 self._sync(past, chains, limit)
                 return
             except StaleStateError:
-                logger.info("session %r was written by another worker; reloading", self.key)
-                self._unload()
+                if attempt + 1 < RETRIES:
+                    logger.info("session %s was written by another worker; reloading", shown_key(self.key))
+                    self._unload()
+                    wait_after_conflict(attempt)
+                else:  # the strategy keeps what it derived (it matches self.chains); the next call reloads
+                    self._tracker.reset()
             except CorruptRecordError as exc:
-                logger.warning("session %r: stored state unusable (%s); rebuilding", self.key, exc)
+                logger.warning("session %s: stored state unusable (%s); rebuilding", shown_key(self.key), exc)
                 assert self.store is not None
                 try:
                     self.store.delete(self.key)
@@ -113,12 +126,8 @@ class StoredState:
             except StoreError as exc:
                 self._sync_without_store(past, chains, exc, limit)
                 return
-        self._unload()
-        self.store, self._loaded = None, True
-        logger.warning(
-            "session %r: gave up writing after %d conflicts; working in process", self.key, RETRIES
-        )
-        self._sync(past, chains, limit)
+        conflict = StaleStateError(f"other workers won {RETRIES} compare-and-sets in a row")
+        self._sync_without_store(past, chains, conflict, limit)
 
     def _sync_without_store(
         self, past: Sequence[Turn], chains: list[str], cause: StoreError, limit: int | None = None
@@ -129,7 +138,9 @@ class StoredState:
         call failed), so during an outage each call adds only its new turns; when the store
         answers again, the next call restores the stored prefix and writes the turns it misses.
         """
-        logger.warning("state store failed for session %r (%s); this call works without it", self.key, cause)
+        logger.warning(
+            "state store failed for session %s (%s); this call works without it", shown_key(self.key), cause
+        )
         store, self.store = self.store, None
         self._loaded = True
         try:
@@ -143,8 +154,8 @@ class StoredState:
         keep = _common_prefix(self.chains, chains)
         if keep < len(self.chains):
             logger.warning(
-                "session %r: the history changed at turn %d of %d; derived state from there on is rebuilt",
-                self.key,
+                "session %s: the history changed at turn %d of %d; derived state from there on is rebuilt",
+                shown_key(self.key),
                 keep,
                 len(self.chains),
             )
@@ -177,17 +188,17 @@ class StoredState:
         keep = _common_prefix(stored.chains, chains) if same_kind else 0
         if not same_kind:
             logger.warning(
-                "session %r: stored state was built by %s %s (schema %d); rebuilding",
-                self.key,
+                "session %s: stored state was built by %s %s (schema %d); rebuilding",
+                shown_key(self.key),
                 stored.strategy,
                 stored.config,
                 stored.schema,
             )
         elif keep < len(stored.chains):
             logger.warning(
-                "session %r: the history no longer matches the stored state at turn %d of %d; "
+                "session %s: the history no longer matches the stored state at turn %d of %d; "
                 "derived state from there on is deleted and rebuilt",
-                self.key,
+                shown_key(self.key),
                 keep,
                 len(stored.chains),
             )
@@ -208,7 +219,10 @@ class StoredState:
             self.strategy.restore(turns, unflatten(records))
         except Exception as exc:  # a corrupt or foreign record: rebuild, never fail the call
             logger.warning(
-                "session %r: stored state unusable (%s: %s); rebuilding", self.key, type(exc).__name__, exc
+                "session %s: stored state unusable (%s: %s); rebuilding",
+                shown_key(self.key),
+                type(exc).__name__,
+                exc,
             )
             self.strategy.reset()
             self._tracker.reset()
@@ -265,17 +279,24 @@ class StoredState:
         """
         self.chains = []
         self._tracker.reset()
-        if self.store is not None:
-            self.store.delete(self.key)
+        if self.home is not None:
+            self.home.delete(self.key)
             self.version = 0
 
     def clear(self) -> None:
-        """Forget the conversation's derived state, here and in the store."""
-        if self.store is not None:
+        """Forget the conversation's derived state, here and in the store.
+
+        The stored session is deleted from the store given (:attr:`home`) whatever happened
+        before (conflicts, a call that worked without the store); a store that fails is
+        reported as a warning (a :class:`~ctxmgmt.store.CircuitStore` replays the deletion
+        when its store answers again).
+        """
+        self.store = self.home
+        if self.home is not None:
             try:
-                self.store.delete(self.key)
+                self.home.delete(self.key)
             except StoreError as exc:
-                logger.warning("could not delete session %r from the store: %s", self.key, exc)
+                logger.warning("could not delete session %s from the store: %s", shown_key(self.key), exc)
         self.strategy.reset()
         self.chains = []
         self.version = 0

@@ -17,6 +17,8 @@ pickled; every SQL statement is parameterised; any string is a valid session key
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +42,22 @@ class CorruptRecordError(StoreError):
 
 class StaleStateError(StoreError):
     """Another writer changed the session since it was read (compare-and-set failed)."""
+
+
+RETRY_BACKOFF = 0.005
+"""Seconds bounding the first wait after a lost compare-and-set (:func:`wait_after_conflict`)."""
+
+MAX_RETRY_WAIT = 0.2
+"""Longest wait (seconds) between two attempts after a lost compare-and-set."""
+
+
+def wait_after_conflict(attempt: int) -> None:
+    """Sleep before retry ``attempt`` (0-based) after a lost compare-and-set.
+
+    A random time below ``RETRY_BACKOFF * 2**attempt`` seconds (capped at
+    :data:`MAX_RETRY_WAIT`), so writers that keep colliding on one session spread out.
+    """
+    time.sleep(random.uniform(0.0, min(MAX_RETRY_WAIT, RETRY_BACKOFF * 2**attempt)))  # noqa: S311
 
 
 Value = Any

@@ -4,8 +4,8 @@ The adapters' stores (``langchain_ctxmgmt.LangGraphStateStore`` over a LangGraph
 ``BaseStore``, ``llamaindex_ctxmgmt.KVStateStore`` over a LlamaIndex ``BaseKVStore``) share
 this layout and logic; they only translate four item operations.
 
-Layout: one *space* per session (:func:`space_name`: the session key escaped to
-``[A-Za-z0-9_%-]``, or a digest when long), holding
+Layout: one *space* per session (:func:`space_name` of the session's
+:func:`~ctxmgmt.store.keys.bounded_key`: escaped to ``[A-Za-z0-9_%-]``, or a digest when long), holding
 
 - ``meta``: ``{"strategy", "config", "schema", "version", "turns"}``;
 - ``turn:{i:08d}``: ``{"turn": i, "chain": str, "records": {name: {"kind", "data"}}}`` where
@@ -47,6 +47,7 @@ from ctxmgmt.store.base import (
     encode,
     fold,
 )
+from ctxmgmt.store.keys import bounded_key
 
 META = "meta"
 TURN_PREFIX = "turn:"
@@ -179,7 +180,7 @@ class ItemStateStore(AsyncStateStore):
 
     def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """The session folded over its first ``turns`` turns; None if absent."""
-        space = space_name(key)
+        space = space_name(bounded_key(key))
         with self._lock(key):
             meta = self._meta(space)
             if meta is None:
@@ -218,7 +219,7 @@ class ItemStateStore(AsyncStateStore):
         config: Mapping[str, Any],
     ) -> int:
         """Write the new turns' items, then ``meta`` (compare-and-set, see the module docs)."""
-        space = space_name(key)
+        space = space_name(bounded_key(key))
         with self._lock(key):
             meta = self._meta(space)
             version, stored = (0, 0) if meta is None else (int(meta["version"]), int(meta["turns"]))
@@ -250,7 +251,7 @@ class ItemStateStore(AsyncStateStore):
 
     def truncate(self, key: str, turns: int, *, expected_version: int) -> int:
         """Rewrite ``meta`` to ``turns`` turns, then delete the later turns' items."""
-        space = space_name(key)
+        space = space_name(bounded_key(key))
         with self._lock(key):
             meta = self._meta(space)
             version = 0 if meta is None else int(meta["version"])
@@ -267,7 +268,7 @@ class ItemStateStore(AsyncStateStore):
 
     def delete(self, key: str) -> None:
         """Delete ``meta`` (the session is gone), then every other item of the session."""
-        space = space_name(key)
+        space = space_name(bounded_key(key))
         with self._lock(key):
             self._delete_items(space, [META])
             rest = [name for name in self._list_names(space) if name != META]

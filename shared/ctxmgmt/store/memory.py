@@ -18,6 +18,7 @@ from ctxmgmt.store.base import (
     TurnEntry,
     Value,
 )
+from ctxmgmt.store.keys import bounded_key
 
 
 @dataclass
@@ -32,7 +33,8 @@ class InMemoryStore(AsyncStateStore):
     """Keeps every session's turn entries in this process (lost on restart).
 
     Useful for tests and as the reference behaviour of the persistent stores. Memory grows
-    with the stored sessions; the live-session bound (``max_sessions``) is separate.
+    with the stored sessions; the live-session bound (``max_sessions``) is separate. Sessions
+    are filed under :func:`~ctxmgmt.store.keys.bounded_key` like every backend's.
     """
 
     def __init__(self) -> None:
@@ -41,6 +43,7 @@ class InMemoryStore(AsyncStateStore):
 
     def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """The session folded over its first ``turns`` turns; None if absent."""
+        key = bounded_key(key)
         with self._lock:
             session = self._sessions.get(key)
             if session is None:
@@ -69,6 +72,7 @@ class InMemoryStore(AsyncStateStore):
         config: Mapping[str, Any],
     ) -> int:
         """Append turn entries (compare-and-set on the version)."""
+        key = bounded_key(key)
         with self._lock:
             session = self._sessions.get(key)
             version = 0 if session is None else session.version
@@ -91,6 +95,7 @@ class InMemoryStore(AsyncStateStore):
 
     def truncate(self, key: str, turns: int, *, expected_version: int) -> int:
         """Drop turns ``>= turns`` and everything they wrote."""
+        key = bounded_key(key)
         with self._lock:
             session = self._sessions.get(key)
             version = 0 if session is None else session.version
@@ -105,7 +110,7 @@ class InMemoryStore(AsyncStateStore):
     def delete(self, key: str) -> None:
         """Forget the session."""
         with self._lock:
-            self._sessions.pop(key, None)
+            self._sessions.pop(bounded_key(key), None)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -6,10 +6,11 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ctxmgmt.store.base import StaleStateError, StateStore, StoreError, TurnEntry
+from ctxmgmt.store.base import StaleStateError, StateStore, StoreError, TurnEntry, wait_after_conflict
 
-RETRIES = 5
-"""Attempts at an append when other writers keep winning the compare-and-set."""
+RETRIES = 8
+"""Attempts at an append when other writers keep winning the compare-and-set (a short random
+wait before each retry, :func:`~ctxmgmt.store.base.wait_after_conflict`)."""
 
 
 class MessageLog:
@@ -43,7 +44,7 @@ class MessageLog:
         self._write(messages, replace=True)
 
     def _write(self, messages: Sequence[Any], *, replace: bool) -> None:
-        for _ in range(RETRIES):
+        for attempt in range(RETRIES):
             stored = self.store.load(self.key)
             start, version = (0, 0) if stored is None else (len(stored.chains), stored.version)
             try:
@@ -59,7 +60,8 @@ class MessageLog:
                     )
                 return
             except StaleStateError:
-                continue
+                if attempt + 1 < RETRIES:
+                    wait_after_conflict(attempt)
         raise StoreError(f"could not write {self.key!r} after {RETRIES} conflicts")
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.store.base import StaleStateError, StoredSession, StoreError, TurnEntry
+from ctxmgmt.store.keys import MAX_KEY_BYTES as MAX_KEY_BYTES  # re-exported
+from ctxmgmt.store.keys import shown_key
 from ctxmgmt.store.sql import (
     TABLES,
     Plan,
@@ -24,7 +26,7 @@ from ctxmgmt.store.sql import (
     load_plan,
     truncate_plan,
 )
-from ctxmgmt.store.sql import storage_key as sql_storage_key
+from ctxmgmt.store.sql import storage_key as storage_key  # re-exported
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -32,11 +34,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 INSTALL_HINT = 'PostgresStore needs psycopg 3 and psycopg-pool: pip install "ctxmgmt[postgres]"'
-
-MAX_KEY_BYTES = 1024
-"""Longer session keys (and keys PostgreSQL text cannot hold) are stored as a SHA-256 digest:
-a btree index entry is limited to about 2.7 kB, and text may not contain NUL."""
-
 
 CONNECT_TIMEOUT = 5
 """Seconds libpq waits for a new connection (``connect_timeout``) unless the conninfo or
@@ -61,17 +58,6 @@ def _psycopg() -> tuple[Any, Any]:
     except ImportError as exc:
         raise ConfigurationError(f"{INSTALL_HINT} ({exc})") from exc
     return psycopg, psycopg_pool
-
-
-def storage_key(key: str) -> str:
-    r"""The value stored in the ``key`` columns for session ``key``.
-
-    The key itself, or ``"\x01sha256:"`` + the hex SHA-256 digest of its UTF-8 bytes for a
-    key PostgreSQL cannot index or hold as text (longer than :data:`MAX_KEY_BYTES`, a NUL, a
-    lone surrogate) or that starts with that marker, so the mapping stays one-to-one
-    (:func:`ctxmgmt.store.sql.storage_key`).
-    """
-    return sql_storage_key(key, max_bytes=MAX_KEY_BYTES, nul=False)
 
 
 def _conninfo_keys(psycopg: Any, conninfo: str) -> set[str]:
@@ -381,9 +367,6 @@ class PostgresStore(SQLStore):
             for statement in TABLES:
                 cur.execute(statement.format(blob=self.blob))
 
-    def _storage_key(self, key: str) -> str:
-        return storage_key(key)
-
     # -- native async --------------------------------------------------------------------------
     async def aload(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """Async :meth:`load` on the async pool."""
@@ -406,14 +389,16 @@ class PostgresStore(SQLStore):
                 expected_version=expected_version,
                 strategy=strategy,
                 config=config,
-                label=key,
+                label=shown_key(key),
             )
         )
 
     async def atruncate(self, key: str, turns: int, *, expected_version: int) -> int:
         """Async :meth:`truncate` on the async pool."""
         return await self._arun(
-            truncate_plan(self._storage_key(key), turns, expected_version=expected_version, label=key)
+            truncate_plan(
+                self._storage_key(key), turns, expected_version=expected_version, label=shown_key(key)
+            )
         )
 
     async def adelete(self, key: str) -> None:

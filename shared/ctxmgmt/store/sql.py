@@ -17,7 +17,6 @@ async paths run the same statements in the same order.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from abc import abstractmethod
 from collections.abc import Generator, Iterator, Mapping, Sequence
@@ -36,6 +35,8 @@ from ctxmgmt.store.base import (
     encode,
     fold,
 )
+from ctxmgmt.store.keys import HASHED as HASHED  # re-exported
+from ctxmgmt.store.keys import bounded_key, shown_key
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS ctxmgmt_sessions (
@@ -78,18 +79,9 @@ DELETE_SESSION = tuple(
     for table in ("ctxmgmt_records", "ctxmgmt_turns", "ctxmgmt_sessions")
 )
 
-HASHED = "\x01sha256:"
-"""Marks a stored key that is the digest of the session key (:func:`storage_key`)."""
 
-
-def storage_key(key: str, *, max_bytes: int | None = None, nul: bool = True) -> str:
-    r"""The value stored in the ``key`` columns for session key ``key``; any string has one.
-
-    The key itself, or :data:`HASHED` (``"\x01sha256:"``) + the hex SHA-256 digest of its
-    UTF-8 bytes (lone surrogates kept as they are, ``surrogatepass``) for a key the database
-    cannot hold as text: one with a lone surrogate (not UTF-8), longer than ``max_bytes``
-    (None: no limit), or holding a NUL when ``nul`` is False. A key that itself starts with
-    the marker is hashed too, so the mapping stays one-to-one.
+def storage_key(key: str) -> str:
+    r"""The value the ``key`` columns hold for session key ``key``: :func:`.keys.bounded_key`.
 
     Example:
         >>> storage_key("kadanedial:classic:u1")
@@ -97,14 +89,7 @@ def storage_key(key: str, *, max_bytes: int | None = None, nul: bool = True) -> 
         >>> storage_key("u\udc80")[:8] == HASHED
         True
     """
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = -1
-    if size >= 0 and (max_bytes is None or size <= max_bytes) and (nul or "\x00" not in key):
-        if not key.startswith(HASHED):
-            return key
-    return HASHED + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return bounded_key(key)
 
 
 ALL_TURNS = 2**62
@@ -298,8 +283,8 @@ class SQLStore(AsyncStateStore):
         """
 
     def _storage_key(self, key: str) -> str:
-        """The value of the ``key`` columns for session ``key`` (:func:`storage_key`)."""
-        return storage_key(key)
+        """The value of the ``key`` columns for session ``key`` (:func:`~ctxmgmt.store.keys.bounded_key`)."""
+        return bounded_key(key)
 
     def _run(self, plan: Plan[T], *, readonly: bool = False) -> T:
         with self._transaction(readonly=readonly) as cur:
@@ -332,13 +317,15 @@ class SQLStore(AsyncStateStore):
                 expected_version=expected_version,
                 strategy=strategy,
                 config=config,
-                label=key,
+                label=shown_key(key),
             )
         )
 
     def truncate(self, key: str, turns: int, *, expected_version: int) -> int:
         """Delete turns ``>= turns`` and everything they wrote (compare-and-set)."""
-        plan = truncate_plan(self._storage_key(key), turns, expected_version=expected_version, label=key)
+        plan = truncate_plan(
+            self._storage_key(key), turns, expected_version=expected_version, label=shown_key(key)
+        )
         return self._run(plan)
 
     def delete(self, key: str) -> None:

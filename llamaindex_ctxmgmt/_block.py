@@ -14,6 +14,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
@@ -129,7 +130,6 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     _histories: OrderedDict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=OrderedDict)
     _pool: ConversationPool[ChatMessage] | None = PrivateAttr(default=None)
     _counter: TokenCounter | None = PrivateAttr(default=None)
-    _issued: OrderedDict[int, tuple[str | None, str, int]] = PrivateAttr(default_factory=OrderedDict)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
 
     def __init_subclass__(
@@ -334,6 +334,22 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         )
         return selection.context, selection.messages
 
+    def _issue(
+        self, context: Context, messages: list[ChatMessage], session_id: str | None, query: str
+    ) -> _IssuedMessages | _IssuedText | None:
+        """The formatted selection, carrying what :meth:`atruncate` needs to select it again.
+
+        The record travels with the content itself (a ``list``/``str`` subclass ``Memory``
+        passes back to :meth:`atruncate` as it is), so nothing is looked up by ``id()``: an
+        address CPython reuses for another object can never bring back another session's turns.
+        """
+        content = self._format(context, messages)
+        if not content:
+            return None
+        issued = _IssuedText(content) if isinstance(content, str) else _IssuedMessages(content)
+        issued.issue = _Issue(self, session_id, query, context.tokens)
+        return issued
+
     def _format(self, context: Context, messages: list[ChatMessage]) -> Any:
         if self.output == "text":
             body = render_context(context, names=(self.name,))
@@ -352,12 +368,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         if not query or not self._history(session_id):
             return empty
         context, selected = await run_blocking(self._select_capped, session_id, query)
-        content = self._format(context, selected)
-        if content:
-            self._issued[id(content)] = (session_id, query, context.tokens)
-            while len(self._issued) > 64:
-                self._issued.popitem(last=False)
-        return content or empty
+        return self._issue(context, selected, session_id, query) or empty
 
     def _select_capped(self, session_id: str | None, query: str) -> tuple[Context, list[ChatMessage]]:
         """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None.
@@ -374,17 +385,45 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         return context, selected
 
     async def atruncate(self, content: Any, tokens_to_truncate: int) -> Any:
-        """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits."""
-        issued = self._issued.pop(id(content), None)
-        if issued is None or tokens_to_truncate <= 0:
-            return None if issued is None else content
-        session_id, query, tokens = issued
-        budget = tokens - tokens_to_truncate
+        """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits.
+
+        Only content this block's :meth:`aget` returned can be selected again (it carries its
+        session and query); anything else, e.g. the fresh ``[]`` ``Memory`` passes for a block
+        that returned nothing, gives None.
+        """
+        issue = content.issue if isinstance(content, (_IssuedMessages, _IssuedText)) else None
+        if issue is None or issue.block is not self:
+            return None
+        if tokens_to_truncate <= 0:
+            return content
+        budget = issue.tokens - tokens_to_truncate
         if budget <= 0:
             return None
-        context, selected = await run_blocking(self._select, session_id, query, budget)
-        truncated = self._format(context, selected)
-        return truncated or None
+        context, selected = await run_blocking(self._select, issue.session_id, issue.query, budget)
+        return self._issue(context, selected, issue.session_id, issue.query)
+
+
+@dataclass(frozen=True)
+class _Issue:
+    """What a block selected its returned content for: the block, the session, the query, tokens."""
+
+    block: StrategyMemoryBlock
+    session_id: str | None
+    query: str
+    tokens: int
+
+
+class _IssuedMessages(list[ChatMessage]):
+    """Messages a block returned to ``Memory``, with the :class:`_Issue` they were selected for."""
+
+    __slots__ = ("issue",)
+    issue: _Issue
+
+
+class _IssuedText(str):
+    """Text a block returned to ``Memory``, with the :class:`_Issue` it was selected for."""
+
+    issue: _Issue
 
 
 def flush_early(recent_tokens: int = 1000, *, token_limit: int = 30_000) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
-from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
+from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError, InvalidMessageError
 from ctxmgmt.offload import run_blocking
 from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.message_log import MessageLog
@@ -95,6 +95,12 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     and no media, or a content block it cannot classify) is skipped - not stored, not
     selectable - with a ``UserWarning``; the rest of the flush is kept. ``Memory``'s own queue
     and chat store are not affected.
+
+    Failures: a block that fails while ``Memory`` reads, truncates or flushes into it (an
+    embedder or store error, a corrupt stored log, any exception but a ``ConfigurationError``)
+    logs a warning (logger ``llamaindex_ctxmgmt._block``, with the block's name and the session)
+    and contributes nothing to that call; ``Memory``'s queue and its other blocks still reach
+    the LLM, through ``get`` and ``aget`` alike.
     """
 
     name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
@@ -311,17 +317,24 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
                 message.model_copy(update={"additional_kwargs": kwargs})
             )
         for session, ms in by_session.items():
-            log = self._log(session)
-            history = await run_blocking(self._history, session)  # loaded before appending
-            if log is not None:
-                try:
-                    await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
-                except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
-                    logger.warning(
-                        "%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc
-                    )
-            with self._lock:
-                history.extend(ms)
+            try:
+                await self._keep(session, ms)
+            except ConfigurationError:
+                raise
+            except Exception as exc:  # nothing aborts Memory's flush (see _aget)
+                self._failed(f"keep {len(ms)} flushed messages", session, exc)
+
+    async def _keep(self, session: str | None, messages: list[ChatMessage]) -> None:
+        """Append one session's flushed messages to its history (and its log in the store)."""
+        log = self._log(session)
+        history = await run_blocking(self._history, session)  # loaded before appending
+        if log is not None:
+            try:
+                await run_blocking(log.append, [m.model_dump(mode="json") for m in messages])
+            except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
+                logger.warning("%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc)
+        with self._lock:
+            history.extend(messages)
 
     def _select(
         self, session_id: str | None, query: str, budget: int | None
@@ -362,13 +375,42 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     async def _aget(
         self, messages: list[ChatMessage] | None = None, session_id: str | None = None, **block_kwargs: Any
     ) -> Any:
-        """Earlier turns relevant to the newest user message in ``messages``."""
-        query = latest_user_text(messages)
+        """Earlier turns relevant to the newest user message in ``messages``.
+
+        A failure (a component or store error, or any other exception but a
+        ``ConfigurationError``) is logged and the block contributes nothing to this call:
+        ``Memory``'s queue and its other blocks still reach the LLM.
+        """
         empty: Any = "" if self.output == "text" else []
-        if not query or not self._history(session_id):
+        try:
+            query = latest_user_text(messages)
+            if not query or not self._history(session_id):
+                return empty
+            context, selected = await run_blocking(self._select_capped, session_id, query)
+        except ConfigurationError:
+            raise
+        except Exception as exc:
+            self._failed("select", session_id, exc)
             return empty
-        context, selected = await run_blocking(self._select_capped, session_id, query)
         return self._issue(context, selected, session_id, query) or empty
+
+    def _failed(self, action: str, session_id: str | None, exc: Exception) -> None:
+        """Log a failure the block keeps from ``Memory`` (with the traceback when unexpected).
+
+        ``Memory.get`` must not fail for one block, and a ``RuntimeError`` (a
+        ``ComponentError``) raised through it would reach a sync caller as LlamaIndex's
+        misleading "Detected nested async" (``asyncio_run`` rewrites it).
+        """
+        logger.warning(
+            "%s %r failed to %s for session %r; it contributes nothing: %s: %s",
+            type(self).__name__,
+            self.name,
+            action,
+            session_id,
+            type(exc).__name__,
+            exc,
+            exc_info=not isinstance(exc, CtxMgmtError),
+        )
 
     def _select_capped(self, session_id: str | None, query: str) -> tuple[Context, list[ChatMessage]]:
         """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None.
@@ -399,7 +441,13 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         budget = issue.tokens - tokens_to_truncate
         if budget <= 0:
             return None
-        context, selected = await run_blocking(self._select, issue.session_id, issue.query, budget)
+        try:
+            context, selected = await run_blocking(self._select, issue.session_id, issue.query, budget)
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # as in _aget: logged, and the block's content is dropped
+            self._failed("truncate", issue.session_id, exc)
+            return None
         return self._issue(context, selected, issue.session_id, issue.query)
 
 

@@ -12,15 +12,19 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.memory import Memory, StaticMemoryBlock
+from llama_index.core.storage.chat_store.sql import MessageStatus
 
+from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.testing import HashingEmbedder
-from llamaindex_ctxmgmt import KadaneDialBlock
+from llamaindex_ctxmgmt import KadaneDialBlock, TopicThreadBlock
 from tests.integration.test_llamaindex_engines import RecordingLLM
 
 STATIC = "The assistant's name is Ada."
@@ -139,3 +143,89 @@ async def test_new_users_whose_first_message_overflows_never_see_another_users_t
         leaks += [k] if "OLD" in text(sent) else []
     assert truncated_plain >= 60  # Memory truncated with the shared block given a fresh []
     assert leaks == []
+
+
+# -- item 12: a failing block logs and contributes nothing --------------------------------------
+
+
+class DownEmbedding(MockEmbedding):
+    """A LlamaIndex embedding whose service is unreachable."""
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        raise ConnectionError("embedding service unreachable")
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        raise ConnectionError("embedding service unreachable")
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        raise ConnectionError("embedding service unreachable")
+
+
+def failing_and_healthy(session: str) -> Memory:
+    blocks = [
+        StaticMemoryBlock(name="core_info", static_content=STATIC, priority=0),
+        TopicThreadBlock(embed_model=DownEmbedding(embed_dim=8), priority=1),
+        KadaneDialBlock(embed_model=HashingEmbedder(), priority=1),
+    ]
+    return memory(session, blocks, chat_history_token_ratio=0.05)
+
+
+def failure_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r for r in caplog.records if r.levelno == logging.WARNING and r.name == "llamaindex_ctxmgmt._block"
+    ]
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_a_block_whose_embedder_raises_logs_and_the_healthy_blocks_reach_the_llm(caplog, call):
+    mem = failing_and_healthy("carol")
+    await mem.aput_messages(secret_turns("carol", 40))
+    assert "carol-0002" not in text(await mem.aget_all(status=MessageStatus.ACTIVE))  # flushed
+    llm = RecordingLLM()
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=mem)
+    question = "What is carol secret code 2?"
+    with caplog.at_level(logging.WARNING):
+        if call == "sync":  # Memory.get through asyncio_run: no "Detected nested async"
+            engine.chat(question)
+        else:
+            await engine.achat(question)
+    (sent,) = llm.received
+    assert sent[-1].role == MessageRole.USER and sent[-1].content == question
+    assert STATIC in text(sent)  # the static block
+    assert "carol-0002" in text(sent)  # KadaneDial's selection of a flushed turn
+    (record,) = failure_records(caplog)
+    message = record.getMessage()
+    assert "TopicThreadBlock" in message and "'topic_threads'" in message and "'carol'" in message
+    assert "embedding service unreachable" in message
+
+
+def test_sync_memory_get_with_a_failing_block_returns_the_rest(caplog):
+    mem = failing_and_healthy("dave")
+    mem.put_messages(secret_turns("dave", 40))
+    with caplog.at_level(logging.WARNING):
+        result = mem.get(input="What is dave secret code 5?")
+    assert STATIC in text(result) and "dave-0005" in text(result)
+    assert len(failure_records(caplog)) == 1
+
+
+async def test_a_corrupt_stored_log_fails_only_that_block(tmp_path, caplog):
+    """A block whose stored log does not load neither aborts ``Memory``'s flush nor its ``get``."""
+    store = f"sqlite:///{tmp_path / 'blocks.db'}"
+    corrupt = KadaneDialBlock(embed_model=HashingEmbedder(), store=store, name="corrupt")
+    corrupt_store = corrupt._conversations().store
+    assert corrupt_store is not None
+    MessageLog(corrupt_store, "flushed:corrupt:erin").append([{"role": 42, "blocks": "not blocks"}])
+    restarted = KadaneDialBlock(embed_model=HashingEmbedder(), store=store, name="corrupt")
+    healthy = KadaneDialBlock(embed_model=HashingEmbedder())
+    mem = memory(
+        "erin",
+        [StaticMemoryBlock(name="core_info", static_content=STATIC), restarted, healthy],
+        chat_history_token_ratio=0.05,
+    )
+    with caplog.at_level(logging.WARNING):
+        await mem.aput_messages(secret_turns("erin", 40))  # flushes into both blocks
+        result = await mem.aget(input="What is erin secret code 4?")
+    assert healthy.stored_messages("erin") and "erin-0004" in text(result) and STATIC in text(result)
+    messages = [r.getMessage() for r in failure_records(caplog)]
+    assert any("flushed messages" in m and "'corrupt'" in m and "'erin'" in m for m in messages)
+    assert any("to select" in m and "'corrupt'" in m for m in messages)

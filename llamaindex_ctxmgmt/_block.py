@@ -15,7 +15,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, SupportsIndex
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -462,16 +462,28 @@ class _Issue:
 
 
 class _IssuedMessages(list[ChatMessage]):
-    """Messages a block returned to ``Memory``, with the :class:`_Issue` they were selected for."""
+    """Messages a block returned to ``Memory``, with the :class:`_Issue` they were selected for.
+
+    Copied or pickled, it is a plain list: the record stays with the object the block handed out.
+    """
 
     __slots__ = ("issue",)
     issue: _Issue
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return list, (list(self),)
+
 
 class _IssuedText(str):
-    """Text a block returned to ``Memory``, with the :class:`_Issue` it was selected for."""
+    """Text a block returned to ``Memory``, with the :class:`_Issue` it was selected for.
+
+    Copied or pickled, it is a plain str: the record stays with the object the block handed out.
+    """
 
     issue: _Issue
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return str, (str(self),)
 
 
 def flush_early(recent_tokens: int = 1000, *, token_limit: int = 30_000) -> dict[str, Any]:

@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+import pickle
 from typing import Any
 
 import pytest
@@ -100,7 +102,14 @@ async def test_truncation_selects_again_only_for_the_block_and_session_of_the_co
     full = block.last_context.tokens  # type: ignore[union-attr]
     assert await block.atruncate(content, 0) is content
     assert await other.atruncate(content, 10) is None  # another block's content
-    assert await block.atruncate(list(content), 10) is None  # a copy carries nothing
+    for copied in (
+        list(content),
+        copy.copy(content),
+        copy.deepcopy(content),
+        pickle.loads(pickle.dumps(content)),
+    ):
+        assert type(copied) is list and copied == content  # copies are plain lists (no block inside)
+        assert await block.atruncate(copied, 10) is None  # and carry nothing to select again
     for _ in range(2):  # the same content truncates the same way each time
         truncated = await block.atruncate(content, full // 2)
         assert truncated and "alice" in text(truncated) and "bob" not in text(truncated)

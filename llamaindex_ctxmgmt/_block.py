@@ -14,7 +14,8 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, SupportsIndex
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -25,7 +26,7 @@ from ctxmgmt.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
-from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
+from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError, InvalidMessageError
 from ctxmgmt.offload import run_blocking
 from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.keys import compose_key
@@ -95,6 +96,12 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     and no media, or a content block it cannot classify) is skipped - not stored, not
     selectable - with a ``UserWarning``; the rest of the flush is kept. ``Memory``'s own queue
     and chat store are not affected.
+
+    Failures: a block that fails while ``Memory`` reads, truncates or flushes into it (an
+    embedder or store error, a corrupt stored log, any exception but a ``ConfigurationError``)
+    logs a warning (logger ``llamaindex_ctxmgmt._block``, with the block's name and the session)
+    and contributes nothing to that call; ``Memory``'s queue and its other blocks still reach
+    the LLM, through ``get`` and ``aget`` alike.
     """
 
     name: str = Field(default="ctxmgmt_memory", description="Name of the block (tag in the memory template).")
@@ -130,7 +137,6 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     _histories: OrderedDict[str | None, list[ChatMessage]] = PrivateAttr(default_factory=OrderedDict)
     _pool: ConversationPool[ChatMessage] | None = PrivateAttr(default=None)
     _counter: TokenCounter | None = PrivateAttr(default=None)
-    _issued: OrderedDict[int, tuple[str | None, str, int]] = PrivateAttr(default_factory=OrderedDict)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
 
     def __init_subclass__(
@@ -314,17 +320,24 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
                 message.model_copy(update={"additional_kwargs": kwargs})
             )
         for session, ms in by_session.items():
-            log = self._log(session)
-            history = await run_blocking(self._history, session)  # loaded before appending
-            if log is not None:
-                try:
-                    await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
-                except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
-                    logger.warning(
-                        "%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc
-                    )
-            with self._lock:
-                history.extend(ms)
+            try:
+                await self._keep(session, ms)
+            except ConfigurationError:
+                raise
+            except Exception as exc:  # nothing aborts Memory's flush (see _aget)
+                self._failed(f"keep {len(ms)} flushed messages", session, exc)
+
+    async def _keep(self, session: str | None, messages: list[ChatMessage]) -> None:
+        """Append one session's flushed messages to its history (and its log in the store)."""
+        log = self._log(session)
+        history = await run_blocking(self._history, session)  # loaded before appending
+        if log is not None:
+            try:
+                await run_blocking(log.append, [m.model_dump(mode="json") for m in messages])
+            except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
+                logger.warning("%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc)
+        with self._lock:
+            history.extend(messages)
 
     def _select(
         self, session_id: str | None, query: str, budget: int | None
@@ -336,6 +349,22 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             .select(history, query=query, budget=budget, progress=self.progress, flushed=True)
         )
         return selection.context, selection.messages
+
+    def _issue(
+        self, context: Context, messages: list[ChatMessage], session_id: str | None, query: str
+    ) -> _IssuedMessages | _IssuedText | None:
+        """The formatted selection, carrying what :meth:`atruncate` needs to select it again.
+
+        The record travels with the content itself (a ``list``/``str`` subclass ``Memory``
+        passes back to :meth:`atruncate` as it is), so nothing is looked up by ``id()``: an
+        address CPython reuses for another object can never bring back another session's turns.
+        """
+        content = self._format(context, messages)
+        if not content:
+            return None
+        issued = _IssuedText(content) if isinstance(content, str) else _IssuedMessages(content)
+        issued.issue = _Issue(self, session_id, query, context.tokens)
+        return issued
 
     def _format(self, context: Context, messages: list[ChatMessage]) -> Any:
         if self.output == "text":
@@ -349,18 +378,42 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     async def _aget(
         self, messages: list[ChatMessage] | None = None, session_id: str | None = None, **block_kwargs: Any
     ) -> Any:
-        """Earlier turns relevant to the newest user message in ``messages``."""
-        query = latest_user_text(messages)
+        """Earlier turns relevant to the newest user message in ``messages``.
+
+        A failure (a component or store error, or any other exception but a
+        ``ConfigurationError``) is logged and the block contributes nothing to this call:
+        ``Memory``'s queue and its other blocks still reach the LLM.
+        """
         empty: Any = "" if self.output == "text" else []
-        if not query or not self._history(session_id):
+        try:
+            query = latest_user_text(messages)
+            if not query or not self._history(session_id):
+                return empty
+            context, selected = await run_blocking(self._select_capped, session_id, query)
+        except ConfigurationError:
+            raise
+        except Exception as exc:
+            self._failed("select", session_id, exc)
             return empty
-        context, selected = await run_blocking(self._select_capped, session_id, query)
-        content = self._format(context, selected)
-        if content:
-            self._issued[id(content)] = (session_id, query, context.tokens)
-            while len(self._issued) > 64:
-                self._issued.popitem(last=False)
-        return content or empty
+        return self._issue(context, selected, session_id, query) or empty
+
+    def _failed(self, action: str, session_id: str | None, exc: Exception) -> None:
+        """Log a failure the block keeps from ``Memory`` (with the traceback when unexpected).
+
+        ``Memory.get`` must not fail for one block, and a ``RuntimeError`` (a
+        ``ComponentError``) raised through it would reach a sync caller as LlamaIndex's
+        misleading "Detected nested async" (``asyncio_run`` rewrites it).
+        """
+        logger.warning(
+            "%s %r failed to %s for session %r; it contributes nothing: %s: %s",
+            type(self).__name__,
+            self.name,
+            action,
+            session_id,
+            type(exc).__name__,
+            exc,
+            exc_info=not isinstance(exc, CtxMgmtError),
+        )
 
     def _select_capped(self, session_id: str | None, query: str) -> tuple[Context, list[ChatMessage]]:
         """:meth:`_select` within ``token_limit``, at most :data:`DEFAULT_BLOCK_TOKENS` when None.
@@ -377,17 +430,63 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         return context, selected
 
     async def atruncate(self, content: Any, tokens_to_truncate: int) -> Any:
-        """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits."""
-        issued = self._issued.pop(id(content), None)
-        if issued is None or tokens_to_truncate <= 0:
-            return None if issued is None else content
-        session_id, query, tokens = issued
-        budget = tokens - tokens_to_truncate
+        """Select again within ``tokens_to_truncate`` fewer tokens; None when nothing fits.
+
+        Only content this block's :meth:`aget` returned can be selected again (it carries its
+        session and query); anything else, e.g. the fresh ``[]`` ``Memory`` passes for a block
+        that returned nothing, gives None.
+        """
+        issue = content.issue if isinstance(content, (_IssuedMessages, _IssuedText)) else None
+        if issue is None or issue.block is not self:
+            return None
+        if tokens_to_truncate <= 0:
+            return content
+        budget = issue.tokens - tokens_to_truncate
         if budget <= 0:
             return None
-        context, selected = await run_blocking(self._select, session_id, query, budget)
-        truncated = self._format(context, selected)
-        return truncated or None
+        try:
+            context, selected = await run_blocking(self._select, issue.session_id, issue.query, budget)
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # as in _aget: logged, and the block's content is dropped
+            self._failed("truncate", issue.session_id, exc)
+            return None
+        return self._issue(context, selected, issue.session_id, issue.query)
+
+
+@dataclass(frozen=True)
+class _Issue:
+    """What a block selected its returned content for: the block, the session, the query, tokens."""
+
+    block: StrategyMemoryBlock
+    session_id: str | None
+    query: str
+    tokens: int
+
+
+class _IssuedMessages(list[ChatMessage]):
+    """Messages a block returned to ``Memory``, with the :class:`_Issue` they were selected for.
+
+    Copied or pickled, it is a plain list: the record stays with the object the block handed out.
+    """
+
+    __slots__ = ("issue",)
+    issue: _Issue
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return list, (list(self),)
+
+
+class _IssuedText(str):
+    """Text a block returned to ``Memory``, with the :class:`_Issue` it was selected for.
+
+    Copied or pickled, it is a plain str: the record stays with the object the block handed out.
+    """
+
+    issue: _Issue
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return str, (str(self),)
 
 
 def flush_early(recent_tokens: int = 1000, *, token_limit: int = 30_000) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import os
 import warnings
 from collections import Counter
@@ -209,6 +210,22 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     event_loop = asyncio.new_event_loop()
     yield event_loop
     event_loop.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_hidden_bugs() -> Iterator[None]:
+    """A memory block keeps its failures from ``Memory`` (it logs them); one that is not a
+    ctxmgmt error (logged with its traceback) is a bug the fuzzing must still report."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    block_logger = logging.getLogger("llamaindex_ctxmgmt._block")
+    block_logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        block_logger.removeHandler(handler)
+    assert not [r for r in records if r.exc_info], records[:3]
 
 
 @pytest.fixture(autouse=True)

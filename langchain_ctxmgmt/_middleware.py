@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
 
@@ -80,5 +80,6 @@ class StrategyMiddleware(ThreadSelection, AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
-        selected = await run_blocking(self.select_messages, request)
+        stored = self.store is not None or getattr(request.runtime, "store", None) is not None
+        selected = await run_blocking_for(stored)(self.select_messages, request)
         return await handler(request.override(messages=selected))  # type: ignore[arg-type]

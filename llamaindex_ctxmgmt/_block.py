@@ -13,7 +13,7 @@ import logging
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock
@@ -26,7 +26,7 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
 from ctxmgmt.exceptions import ConfigurationError, InvalidMessageError
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.strategies.base import Strategy
@@ -190,6 +190,10 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         assert self._pool is not None
         return self._pool
 
+    def _offload(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Run blocking work on a pooled thread: the store-using pool if the block has a store."""
+        return run_blocking_for(self._conversations().store is not None)(func, *args, **kwargs)  # type: ignore[no-any-return]
+
     def conversation(self, session_id: str | None = None) -> Conversation[ChatMessage]:
         """The live conversation of a ``Memory`` session (None: ``Memory``'s untagged messages)."""
         return self._conversations().get(session_id)
@@ -215,7 +219,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
 
     async def aclear_session(self, session_id: str | None = None) -> None:
         """Async :meth:`clear_session`."""
-        await run_blocking(self.clear_session, session_id)
+        await self._offload(self.clear_session, session_id)
 
     def erase(
         self,
@@ -259,7 +263,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         redact_with: str | None = None,
     ) -> int:
         """Async :meth:`erase`."""
-        return await run_blocking(
+        return await self._offload(
             functools.partial(self.erase, match, session_id=session_id, redact_with=redact_with)
         )
 
@@ -312,10 +316,10 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             )
         for session, ms in by_session.items():
             log = self._log(session)
-            history = await run_blocking(self._history, session)  # loaded before appending
+            history = await self._offload(self._history, session)  # loaded before appending
             if log is not None:
                 try:
-                    await run_blocking(log.append, [m.model_dump(mode="json") for m in ms])
+                    await self._offload(log.append, [m.model_dump(mode="json") for m in ms])
                 except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
                     logger.warning(
                         "%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc
@@ -351,7 +355,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         empty: Any = "" if self.output == "text" else []
         if not query or not self._history(session_id):
             return empty
-        context, selected = await run_blocking(self._select_capped, session_id, query)
+        context, selected = await self._offload(self._select_capped, session_id, query)
         content = self._format(context, selected)
         if content:
             self._issued[id(content)] = (session_id, query, context.tokens)
@@ -382,7 +386,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         budget = tokens - tokens_to_truncate
         if budget <= 0:
             return None
-        context, selected = await run_blocking(self._select, session_id, query, budget)
+        context, selected = await self._offload(self._select, session_id, query, budget)
         truncated = self._format(context, selected)
         return truncated or None
 

@@ -562,3 +562,50 @@ def test_an_abandoned_call_keeps_the_circuit_open_until_it_ends(tmp_path: Path) 
         time.sleep(0.05)
     assert store.available
     assert store.load("u1") is None  # ... and the deletion asked for after it still wins
+
+
+def test_create_agent_answers_through_a_frozen_postgres(own_postgres: str, own_schema: str) -> None:
+    # The real agent loop: a middleware with the store pays one deadline, once; an agent without a
+    # store, run at the same time, answers at once.
+    import itertools
+
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctxmgmt.store.circuit import DEADLINE
+    from langchain_ctxmgmt import KadaneDialMiddleware
+
+    def agent(**kwargs: Any) -> Any:
+        model = GenericFakeChatModel(messages=itertools.repeat(AIMessage("Miso.")))
+        return create_agent(
+            model, [], middleware=[KadaneDialMiddleware(embedder=HashingEmbedder(), **kwargs)]
+        )
+
+    stored, plain = agent(store=own_schema), agent()
+    past = [HumanMessage(f"Let me tell you about {topic}.") for topic in TOPICS]
+
+    async def ask(graph: Any, thread: str) -> float:
+        began = time.perf_counter()
+        state = await graph.ainvoke(
+            {"messages": [*past, HumanMessage(QUESTION)]}, {"configurable": {"thread_id": thread}}
+        )
+        assert state["messages"][-1].content == "Miso."
+        return time.perf_counter() - began
+
+    async def run() -> tuple[list[float], float]:
+        await ask(stored, "warm")
+        with frozen(own_postgres):
+            stuck = [asyncio.ensure_future(ask(stored, f"t{i}")) for i in range(8)]
+            await asyncio.sleep(0.3)
+            try:
+                alone = await asyncio.wait_for(ask(plain, "other"), 10)
+            except TimeoutError:
+                pytest.fail("an agent without a store got no answer in 10 s")
+            done, pending = await asyncio.wait(stuck, timeout=DEADLINE + 10)
+            assert not pending, f"{len(pending)} of 8 agent runs still blocked"
+        return [task.result() for task in done], alone
+
+    times, alone = asyncio.run(run())
+    assert alone < 1.0, alone
+    assert max(times) < 2 * DEADLINE + 2, times

@@ -26,7 +26,7 @@ from pydantic import Field, PrivateAttr
 from ctxmgmt import Context, Strategy, adapter
 from ctxmgmt.budget import check_budget
 from ctxmgmt.conversation import Conversation, ConversationPool
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from langchain_ctxmgmt._convert import CODEC, buffer_string
 from langchain_ctxmgmt._history import ListChatMessageHistory
 from langchain_ctxmgmt._inputs import new_messages, query_of
@@ -318,7 +318,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         """Async :meth:`load_memory_variables`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
         query = self._query(inputs)
         history = await self.chat_memory.aget_messages()
-        return await run_blocking(self._load, history, query)
+        return await run_blocking_for(self.store is not None)(self._load, history, query)
 
     def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Append the user input and the model output to the history, and index the new turn.
@@ -334,7 +334,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         """Async :meth:`save_context`: indexes (embeds) on a pooled thread (:mod:`ctxmgmt.offload`)."""
         await self.chat_memory.aadd_messages(self._new_messages(inputs, outputs))
         history = await self.chat_memory.aget_messages()
-        await run_blocking(self._index, history)
+        await run_blocking_for(self.store is not None)(self._index, history)
 
     def clear(self) -> None:
         """Forget the conversation (history and derived state)."""

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import Selection
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
 
@@ -86,7 +86,8 @@ class StrategyMiddleware(ThreadSelection, AgentMiddleware):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | AIMessage:
         """Async :meth:`wrap_model_call`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
-        selection = await run_blocking(self._select, request)
+        stored = self.store is not None or getattr(request.runtime, "store", None) is not None
+        selection = await run_blocking_for(stored)(self._select, request)
         return _with_receipt(await handler(request.override(messages=selection.messages)), selection.context)  # type: ignore[arg-type]
 
 

@@ -16,7 +16,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from ctxmgmt import InvalidMessageError
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
 LLM_INPUT_KEY = "llm_input_messages"
@@ -71,7 +71,8 @@ class StrategySelector(ThreadSelection, Runnable[Any, Any]):  # type: ignore[mis
         return await self._acall_with_config(self._aselect_input, input, config, run_type="prompt")
 
     async def _aselect_input(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
-        return await run_blocking(self._select_input, input, run_manager, config)
+        stored = self.store is not None or _graph_store(config) is not None
+        return await run_blocking_for(stored)(self._select_input, input, run_manager, config)
 
     def _select_input(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:
         del run_manager  # no callbacks of its own: the selection shows as this run's output

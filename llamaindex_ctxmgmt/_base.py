@@ -44,7 +44,7 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import Conversation, ConversationPool
 from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._chat_store import (
     ChatStoreHistory,
@@ -382,4 +382,6 @@ class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStor
     ) -> list[ChatMessage]:
         """Async :meth:`get`: async store read, selection on a pooled thread (:mod:`ctxmgmt.offload`)."""
         originals = await self.aget_all()
-        return await run_blocking(self._select, originals, input, initial_token_count)
+        return await run_blocking_for(self.store is not None)(
+            self._select, originals, input, initial_token_count
+        )

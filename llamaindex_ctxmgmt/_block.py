@@ -13,7 +13,7 @@ import logging
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, SupportsIndex
 
@@ -27,7 +27,7 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
 from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError, InvalidMessageError
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_for
 from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.keys import compose_key
 from ctxmgmt.store.message_log import MessageLog
@@ -197,6 +197,10 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         assert self._pool is not None
         return self._pool
 
+    def _offload(self, func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Run blocking work on a pooled thread: the store-using pool if the block has a store."""
+        return run_blocking_for(self._conversations().store is not None)(func, *args, **kwargs)  # type: ignore[no-any-return]
+
     def conversation(self, session_id: str | None = None) -> Conversation[ChatMessage]:
         """The live conversation of a ``Memory`` session (None: ``Memory``'s untagged messages)."""
         return self._conversations().get(session_id)
@@ -224,7 +228,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
 
     async def aclear_session(self, session_id: str | None = None) -> None:
         """Async :meth:`clear_session`."""
-        await run_blocking(self.clear_session, session_id)
+        await self._offload(self.clear_session, session_id)
 
     def erase(
         self,
@@ -268,7 +272,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         redact_with: str | None = None,
     ) -> int:
         """Async :meth:`erase`."""
-        return await run_blocking(
+        return await self._offload(
             functools.partial(self.erase, match, session_id=session_id, redact_with=redact_with)
         )
 
@@ -330,10 +334,10 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
     async def _keep(self, session: str | None, messages: list[ChatMessage]) -> None:
         """Append one session's flushed messages to its history (and its log in the store)."""
         log = self._log(session)
-        history = await run_blocking(self._history, session)  # loaded before appending
+        history = await self._offload(self._history, session)  # loaded before appending
         if log is not None:
             try:
-                await run_blocking(log.append, [m.model_dump(mode="json") for m in messages])
+                await self._offload(log.append, [m.model_dump(mode="json") for m in messages])
             except StoreError as exc:  # an outage never aborts Memory's flush: kept in process
                 logger.warning("%s %r: flushed messages not stored (%s)", type(self).__name__, self.name, exc)
         with self._lock:
@@ -389,7 +393,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
             query = latest_user_text(messages)
             if not query or not self._history(session_id):
                 return empty
-            context, selected = await run_blocking(self._select_capped, session_id, query)
+            context, selected = await self._offload(self._select_capped, session_id, query)
         except ConfigurationError:
             raise
         except Exception as exc:
@@ -445,7 +449,7 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         if budget <= 0:
             return None
         try:
-            context, selected = await run_blocking(self._select, issue.session_id, issue.query, budget)
+            context, selected = await self._offload(self._select, issue.session_id, issue.query, budget)
         except ConfigurationError:
             raise
         except Exception as exc:  # as in _aget: logged, and the block's content is dropped

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
 import threading
+import weakref
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -11,6 +14,7 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
 from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.store.base import StoreError
 from llamaindex_ctxmgmt._convert import to_message, to_messages
 
 
@@ -128,6 +132,17 @@ def load_chat_store_of(data: dict[str, Any], *, default_key: str, given: bool = 
     return data
 
 
+CHAT_STORE_TIMEOUT = 30.0
+"""Seconds a bridged chat-store call may take before it is cancelled with :class:`ChatStoreTimeoutError`
+(SQLAlchemy's default wait for a pooled connection, ``pool_timeout``, is the same 30 s): the
+history is the one thing a memory cannot work without, so a database that does not answer is an
+error, never a hang."""
+
+
+class ChatStoreTimeoutError(StoreError):
+    """A bridged chat store (``SQLAlchemyChatStore``) did not answer within :data:`CHAT_STORE_TIMEOUT`."""
+
+
 class DBChatStoreBridge(BaseChatStore):
     """A ``BaseChatStore`` over an ``AsyncDBChatStore`` (``SQLAlchemyChatStore``, the store ``Memory`` uses).
 
@@ -135,6 +150,12 @@ class DBChatStoreBridge(BaseChatStore):
     take it through this bridge (:func:`as_chat_store` wraps it). Every call, sync or async,
     runs on one event loop of its own in a daemon thread, so the store's async engine always
     sees the same loop; the memory's messages are the store's active messages under the key.
+
+    Fork-safe: a forked child (gunicorn, multiprocessing) starts its own loop thread on first
+    use, and an engine the parent used is disposed in the child without closing the parent's
+    connections (``AsyncEngine.dispose(close=False)``, SQLAlchemy's recipe for pools across a
+    fork), so its first call opens connections of its own. Each call waits at most
+    :data:`CHAT_STORE_TIMEOUT` (:class:`ChatStoreTimeoutError`).
     """
 
     db: Any
@@ -147,11 +168,35 @@ class DBChatStoreBridge(BaseChatStore):
         """Class name used in serialised dicts."""
         return "DBChatStoreBridge"
 
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The bridge's loop, the store's engine made usable in this process first."""
+        loop = _db_loop()
+        engine = getattr(self.db, "_async_engine", None)
+        if engine is not None:
+            try:
+                inherited = engine in _INHERITED
+                _BRIDGED.add(engine)
+            except TypeError:  # not weak-referenceable: nothing to track
+                return loop
+            if inherited:
+                _INHERITED.discard(engine)
+                future = asyncio.run_coroutine_threadsafe(engine.dispose(close=False), loop)
+                _wait(future, "dispose the engine inherited from the parent process")
+        return loop
+
     def _run(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, _db_loop()).result()
+        loop = self._loop()
+        return _wait(
+            asyncio.run_coroutine_threadsafe(coroutine, loop), getattr(coroutine, "__name__", "call")
+        )
 
     async def _arun(self, coroutine: Any) -> Any:
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, _db_loop()))
+        loop = self._loop()  # blocks only to dispose an inherited engine, once, on the bridge's loop
+        future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+        try:
+            return await asyncio.wait_for(future, CHAT_STORE_TIMEOUT)
+        except TimeoutError:
+            raise _timeout(getattr(coroutine, "__name__", "call")) from None
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
         """Replace the messages of ``key``."""
@@ -207,6 +252,35 @@ class DBChatStoreBridge(BaseChatStore):
 
 _LOOP: asyncio.AbstractEventLoop | None = None
 _LOOP_LOCK = threading.Lock()
+_BRIDGED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The async engines bridged in this process."""
+_INHERITED: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Engines bridged in the parent process, not yet disposed in this (forked) one."""
+
+
+def _after_fork_in_child() -> None:
+    """The parent's loop thread does not exist in a forked child, nor do its engines' connections."""
+    global _LOOP, _LOOP_LOCK
+    _LOOP, _LOOP_LOCK = None, threading.Lock()  # the parent's loop object is dropped, never closed here
+    for engine in list(_BRIDGED):
+        _INHERITED.add(engine)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _timeout(what: str) -> ChatStoreTimeoutError:
+    return ChatStoreTimeoutError(f"the chat store did not answer ({what}) within {CHAT_STORE_TIMEOUT:g} s")
+
+
+def _wait(future: concurrent.futures.Future[Any], what: str) -> Any:
+    """``future``'s result within :data:`CHAT_STORE_TIMEOUT` (cancelled after it)."""
+    try:
+        return future.result(timeout=CHAT_STORE_TIMEOUT)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise _timeout(what) from None
 
 
 def _db_loop() -> asyncio.AbstractEventLoop:

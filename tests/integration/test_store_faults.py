@@ -15,11 +15,18 @@ Real SQLite files and real PostgreSQL servers (:mod:`ctxmgmt.store.testing`); no
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +343,270 @@ def test_framework_store_corrupt_header_is_a_corrupt_record(framework: str, meta
         store.kvstore.put("turn:00000000", put_turn, collection="ctxmgmt/k_t")
     with pytest.raises(CorruptRecordError):
         store.load("t")
+
+
+# -- a PostgreSQL that stops answering (SIGSTOP), a slow store, a locked SQLite file ---------------
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a PostgreSQL server's backends and workers)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+@contextmanager
+def frozen(dsn: str) -> Iterator[None]:
+    """Every process of the server ``dsn`` names stopped (SIGSTOP), all continued on exit whatever happens."""
+    from ctxmgmt.store.testing import _control
+
+    with open(os.path.join(str(_control(dsn)["data"]), "postmaster.pid"), encoding="utf-8") as f:
+        postmaster = int(f.readline())
+    stopped: list[int] = []
+    try:
+        for pid in [postmaster, *_children(postmaster)]:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        yield
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+
+def bounded(pool: ThreadPoolExecutor, seconds: float, func: Callable[..., Any], *args: Any) -> float:
+    """Run ``func(*args)`` on ``pool``; its wall time, or a failure after ``seconds`` (never a hang)."""
+    began = time.perf_counter()
+    try:
+        pool.submit(func, *args).result(timeout=seconds)
+    except FutureTimeout:
+        pytest.fail(f"{getattr(func, '__name__', func)} still blocked after {seconds} s")
+    return time.perf_counter() - began
+
+
+@pytest.fixture
+def own_schema(own_postgres: str) -> str:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    PostgresBackend(own_postgres).execute(f"CREATE SCHEMA {schema}")
+    return f"{own_postgres} options='-c search_path={schema}'"
+
+
+def test_a_frozen_postgres_costs_one_call_one_deadline(
+    own_postgres: str, own_schema: str, caplog: Any
+) -> None:
+    from ctxmgmt.store.circuit import DEADLINE
+
+    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=own_schema, session_id="u1")
+    talk(memory, 0, 4)
+    other = KadaneDialMemory(embedder=HashingEmbedder(), store=own_schema, session_id="u2")  # its own store
+    talk(other, 0, 2)
+    with ThreadPoolExecutor(4) as pool:
+        with frozen(own_postgres), caplog.at_level(logging.WARNING):
+            began = time.perf_counter()
+            first = pool.submit(talk, memory, 4, 1)  # old code: blocked until SIGCONT (116 s seen)
+            another = pool.submit(talk, other, 2, 1)
+            time.sleep(0.5)
+            second = pool.submit(memory.load_memory_variables, {"input": QUESTION})  # waits for the first
+            try:
+                first.result(timeout=DEADLINE + 10)
+                assert "Miso" in second.result(timeout=10)["history"]
+                another.result(timeout=10)
+            except FutureTimeout:
+                pytest.fail("a call on the frozen server still blocked after the deadline")
+            both = time.perf_counter() - began
+            third = bounded(pool, 10, talk, memory, 5, 1)
+            assert "Miso" in memory.load_memory_variables({"input": QUESTION})["history"]
+        assert both < DEADLINE + 3, both  # one deadline (each store), then the calls work without it
+        assert third < 1.5, third  # the circuit is open: no waiting at all
+        assert any("did not answer" in r.getMessage() for r in caplog.records)
+        # resumed: the store answers again and catches up
+        assert 1 <= calls_until_stored(memory, own_schema, 7, limit=20) <= 20
+
+
+def test_stuck_store_calls_never_starve_selectors_without_a_store(own_postgres: str, own_schema: str) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from ctxmgmt.store.circuit import DEADLINE
+    from langchain_ctxmgmt import KadaneDialSelector
+
+    stored = KadaneDialSelector(embedder=HashingEmbedder(), store=own_schema)
+    plain = KadaneDialSelector(embedder=HashingEmbedder())
+    messages = [HumanMessage(f"Let me tell you about {topic}.") for topic in TOPICS] + [
+        HumanMessage(QUESTION)
+    ]
+
+    def config(thread: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread}}
+
+    async def run() -> tuple[float, float]:
+        # warm: the pool holds several open connections, each of which a frozen server keeps
+        await asyncio.gather(*(stored.ainvoke(messages, config(f"warm{i}")) for i in range(8)))
+        with frozen(own_postgres):
+            stuck = [asyncio.ensure_future(stored.ainvoke(messages, config(f"t{i}"))) for i in range(8)]
+            await asyncio.sleep(0.3)  # every one of them is inside a store call now
+            began = time.perf_counter()
+            try:  # old code: no answer, all offload threads wait for the frozen server
+                await asyncio.wait_for(plain.ainvoke(messages, config("other")), 10)
+            except TimeoutError:
+                pytest.fail("a selector without a store got no answer in 10 s")
+            answered = time.perf_counter() - began
+            done, pending = await asyncio.wait(stuck, timeout=DEADLINE + 10)
+            stuck_took = time.perf_counter() - began
+            assert not pending, f"{len(pending)} of 8 store calls still blocked"
+        for task in done:
+            assert task.result()[-1].content == QUESTION  # each answered, without the store
+        return answered, stuck_took
+
+    answered, stuck_took = asyncio.run(run())
+    assert answered < 1.0, answered
+    assert stuck_took < 2 * DEADLINE + 2, stuck_took
+
+
+class SlowSQLiteStore:
+    """A real SQLite store whose every transaction takes ``delay[0]`` seconds more (a disk in trouble)."""
+
+    def __new__(cls, path: Path, delay: list[float]) -> Any:
+        from ctxmgmt.store import SQLiteStore
+
+        class Slow(SQLiteStore):
+            @contextmanager
+            def _transaction(self, *, readonly: bool = False) -> Iterator[Any]:
+                time.sleep(delay[0])
+                with super()._transaction(readonly=readonly) as cur:
+                    yield cur
+
+        return Slow(path)
+
+
+def test_a_slow_store_opens_the_circuit_and_closes_it_when_fast_again(tmp_path: Path, caplog: Any) -> None:
+    from ctxmgmt.store import CircuitStore
+    from ctxmgmt.store.circuit import SLOW_CALL, SLOW_CALLS
+
+    delay = [0.0]
+    store = CircuitStore(SlowSQLiteStore(tmp_path / "slow.db", delay))
+    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=store, session_id="u1")
+    talk(memory, 0, 3)
+    delay[0] = SLOW_CALL + 0.1  # every call answers, in over a second
+    with caplog.at_level(logging.WARNING):
+        times = talk(memory, 3, 6)
+    slow = [t for t in times if t > SLOW_CALL]
+    assert len(slow) <= SLOW_CALLS, times  # old code: every call slow (2-4 s with a 2 s store)
+    assert all(t < 0.5 for t in times[-3:]), times
+    assert not store.available
+    assert any("in a row took over" in r.getMessage() for r in caplog.records)
+    assert "Miso" in memory.load_memory_variables({"input": QUESTION})["history"]
+    delay[0] = 0.0  # the store is fast again: the circuit closes and the store catches up
+    deadline = time.monotonic() + 10
+    while not store.available and time.monotonic() < deadline:
+        talk(memory, 9, 1)
+        time.sleep(0.3)
+    assert store.available
+    talk(memory, 10, 2)
+    stored = store.load("kadanedial:classic:u1")  # the turns derived meanwhile were written back
+    assert stored is not None and len(stored.chains) >= 10, stored
+
+
+def test_a_locked_sqlite_file_costs_one_call_the_busy_timeout(tmp_path: Path) -> None:
+    from ctxmgmt.store.sqlite import BUSY_TIMEOUT
+
+    path = tmp_path / "locked.db"
+    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=f"sqlite:///{path}", session_id="u1")
+    talk(memory, 0, 3)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another process's writer that never commits
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            times = [bounded(pool, BUSY_TIMEOUT + 10, talk, memory, 3 + i, 1) for i in range(3)]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert times[0] < BUSY_TIMEOUT + 2, times  # old code: 30 s (the former busy timeout)
+    assert max(times[1:]) < 1.0, times
+    assert "Miso" in memory.load_memory_variables({"input": QUESTION})["history"]
+
+
+def test_an_abandoned_call_keeps_the_circuit_open_until_it_ends(tmp_path: Path) -> None:
+    # A call past its deadline is abandoned, not stopped: its write may still land. Closing the
+    # circuit replays deletions, so it waits for the abandoned call to end first.
+    from ctxmgmt.store import CircuitStore, SQLiteStore, StoreError, TurnEntry
+    from ctxmgmt.store.circuit import StoreTimeoutError
+
+    gate = threading.Event()
+    gate.set()
+
+    class Gated(SQLiteStore):
+        def append(self, *args: Any, **kwargs: Any) -> int:
+            gate.wait(30)
+            return super().append(*args, **kwargs)
+
+    store = CircuitStore(Gated(tmp_path / "gated.db"), deadline=0.5, first_retry=0.05, max_retry=0.1)
+    entry = TurnEntry(0, "c0", {"a": 1})
+    gate.clear()
+    began = time.perf_counter()
+    with pytest.raises(StoreTimeoutError):
+        store.append("u1", [entry], expected_version=0, strategy="s", config={})
+    assert time.perf_counter() - began < 1.5
+    store.delete("u1")  # asked while the circuit is open: replayed when it closes
+    time.sleep(0.5)  # retries run meanwhile: the file answers, but the abandoned write has not ended
+    assert not store.available
+    with pytest.raises(StoreError):
+        store.load("u1")
+    gate.set()  # the abandoned write lands now ...
+    deadline = time.monotonic() + 5
+    while not store.available and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.available
+    assert store.load("u1") is None  # ... and the deletion asked for after it still wins
+
+
+def test_create_agent_answers_through_a_frozen_postgres(own_postgres: str, own_schema: str) -> None:
+    # The real agent loop: a middleware with the store pays one deadline, once; an agent without a
+    # store, run at the same time, answers at once.
+    import itertools
+
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctxmgmt.store.circuit import DEADLINE
+    from langchain_ctxmgmt import KadaneDialMiddleware
+
+    def agent(**kwargs: Any) -> Any:
+        model = GenericFakeChatModel(messages=itertools.repeat(AIMessage("Miso.")))
+        return create_agent(
+            model, [], middleware=[KadaneDialMiddleware(embedder=HashingEmbedder(), **kwargs)]
+        )
+
+    stored, plain = agent(store=own_schema), agent()
+    past = [HumanMessage(f"Let me tell you about {topic}.") for topic in TOPICS]
+
+    async def ask(graph: Any, thread: str) -> float:
+        began = time.perf_counter()
+        state = await graph.ainvoke(
+            {"messages": [*past, HumanMessage(QUESTION)]}, {"configurable": {"thread_id": thread}}
+        )
+        assert state["messages"][-1].content == "Miso."
+        return time.perf_counter() - began
+
+    async def run() -> tuple[list[float], float]:
+        await ask(stored, "warm")
+        with frozen(own_postgres):
+            stuck = [asyncio.ensure_future(ask(stored, f"t{i}")) for i in range(8)]
+            await asyncio.sleep(0.3)
+            try:
+                alone = await asyncio.wait_for(ask(plain, "other"), 10)
+            except TimeoutError:
+                pytest.fail("an agent without a store got no answer in 10 s")
+            done, pending = await asyncio.wait(stuck, timeout=DEADLINE + 10)
+            assert not pending, f"{len(pending)} of 8 agent runs still blocked"
+        return [task.result() for task in done], alone
+
+    times, alone = asyncio.run(run())
+    assert alone < 1.0, alone
+    assert max(times) < 2 * DEADLINE + 2, times

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -62,3 +64,53 @@ def test_a_forked_child_starts_its_own_pool():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert worker_pool() is parent_pool
+
+
+def test_work_that_waits_for_a_store_never_takes_the_threads_of_work_without_one():
+    # Conversations with a store run on a pool of their own: a store that stops answering holds
+    # those threads (up to its deadline), never the ones of conversations without a store.
+    from ctxmgmt.offload import MAX_WORKERS, run_blocking_stored, stored_pool
+
+    release = threading.Event()
+
+    async def main() -> float:
+        stuck = [asyncio.ensure_future(run_blocking_stored(release.wait, 10)) for _ in range(2 * MAX_WORKERS)]
+        await asyncio.sleep(0.1)
+        began = time.perf_counter()
+        thread = await asyncio.wait_for(run_blocking(_current), timeout=5)
+        took = time.perf_counter() - began
+        assert thread in worker_pool()._threads and thread not in stored_pool()._threads
+        release.set()
+        assert all(await asyncio.wait_for(asyncio.gather(*stuck), timeout=10))
+        return took
+
+    assert asyncio.run(main()) < 0.5
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_starts_its_own_store_pools_and_deadline_watchdog(tmp_path):
+    from ctxmgmt.offload import store_pool, stored_pool
+    from ctxmgmt.store import CircuitStore, SQLiteStore
+    from ctxmgmt.store.watchdog import watch
+
+    store = CircuitStore(SQLiteStore(tmp_path / "state.db"))
+    assert store.load("nobody") is None  # the parent's store pool and watchdog have threads
+    with watch(0.01, lambda: None):
+        time.sleep(0.05)
+    parents = (stored_pool(), store_pool())
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if new pools and a live watchdog serve it
+        code = 1
+        try:
+            signal.alarm(10)  # a hang kills the child; the parent sees a failure
+            fired = threading.Event()
+            with watch(0.05, fired.set):
+                fired.wait(5)
+            again = CircuitStore(SQLiteStore(tmp_path / "state.db"))
+            answers = again.load("nobody") is None and store.load("nobody") is None
+            fresh = stored_pool() is not parents[0] and store_pool() is not parents[1]
+            code = 0 if fired.is_set() and answers and fresh else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -27,7 +27,7 @@ from ctxmgmt.store.base import (
     StoreError,
     TurnEntry,
 )
-from ctxmgmt.store.circuit import CircuitStore, StoreUnavailableError
+from ctxmgmt.store.circuit import CircuitStore, StoreSlowError, StoreTimeoutError, StoreUnavailableError
 from ctxmgmt.store.memory import InMemoryStore
 from ctxmgmt.store.sqlite import SQLiteStore
 
@@ -43,6 +43,8 @@ __all__ = [
     "StaleStateError",
     "StateStore",
     "StoreError",
+    "StoreSlowError",
+    "StoreTimeoutError",
     "StoreUnavailableError",
     "StoredSession",
     "TurnEntry",

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ctxmgmt.exceptions import CtxMgmtError
-from ctxmgmt.offload import run_blocking
+from ctxmgmt.offload import run_blocking_stored
 
 SCHEMA_VERSION = 1
 """Version of the stored layout; a stored session of another version is rebuilt."""
@@ -283,12 +283,13 @@ class StateStore(Protocol):
 class AsyncStateStore:
     """Async variants of :class:`StateStore` methods, run on pooled threads by default.
 
-    The threads are :mod:`ctxmgmt.offload`'s. Backends with a native async driver (PostgreSQL) override them.
+    The threads are :mod:`ctxmgmt.offload`'s pool for store work (never those of store-less
+    conversations). Backends with a native async driver (PostgreSQL) override them.
     """
 
     async def aload(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """Async :meth:`StateStore.load`."""
-        return await run_blocking(self.load, key, turns=turns)  # type: ignore[attr-defined]
+        return await run_blocking_stored(self.load, key, turns=turns)  # type: ignore[attr-defined]
 
     async def aappend(
         self,
@@ -300,7 +301,7 @@ class AsyncStateStore:
         config: Mapping[str, Any],
     ) -> int:
         """Async :meth:`StateStore.append`."""
-        return await run_blocking(
+        return await run_blocking_stored(
             self.append,  # type: ignore[attr-defined]
             key,
             entries,
@@ -311,8 +312,8 @@ class AsyncStateStore:
 
     async def atruncate(self, key: str, turns: int, *, expected_version: int) -> int:
         """Async :meth:`StateStore.truncate`."""
-        return await run_blocking(self.truncate, key, turns, expected_version=expected_version)  # type: ignore[attr-defined]
+        return await run_blocking_stored(self.truncate, key, turns, expected_version=expected_version)  # type: ignore[attr-defined]
 
     async def adelete(self, key: str) -> None:
         """Async :meth:`StateStore.delete`."""
-        await run_blocking(self.delete, key)  # type: ignore[attr-defined]
+        await run_blocking_stored(self.delete, key)  # type: ignore[attr-defined]

@@ -6,13 +6,23 @@ neither a lost compare-and-set nor a corrupt record, or any other exception from
 backend). The circuit then *opens*: every call fails at once with :class:`StoreUnavailableError`
 (a :class:`StoreError`, so a session works in process for that call, see
 :mod:`ctxmgmt.stored_state`) while a background thread retries the store with exponential
-backoff (a store's ``ping()`` if it has one, else a load of an unused key; then its
-``reconnect()`` if it has one, as :class:`~ctxmgmt.store.PostgresStore` does to replace pools
-still waiting out their own reconnection backoff). A call made while the circuit is open
-wakes the retrying thread (at most every ``first_retry`` seconds), so a store that is back is
+backoff (a store's ``ping()`` if it has one; then its ``reconnect()`` if it has one, as
+:class:`~ctxmgmt.store.PostgresStore` does to replace pools still waiting out their own
+reconnection backoff; then a timed load of an unused key, through the pools calls use). A
+call made while the circuit is open wakes the retrying thread (at most every ``first_retry`` seconds), so a store that is back is
 noticed at the next call, not after the backoff. When a retry succeeds, deletions asked for
 during the outage are replayed and the circuit *closes*: the next call uses the store again,
 and a session that worked without it catches up by writing what the store misses.
+
+Every call has a *deadline* (:data:`DEADLINE`): it runs on a thread of the store pool
+(:func:`ctxmgmt.offload.store_pool`) and the caller waits at most that long. A call that
+overruns is abandoned (the caller gets :class:`StoreTimeoutError` and works without the store)
+and opens the circuit, so a store that stops answering (a PostgreSQL frozen or unreachable
+mid-call) costs one call one deadline, and the calls after it nothing. The circuit also opens
+on *slowness*: :data:`SLOW_CALLS` calls in a row that each take longer than :data:`SLOW_CALL`
+(every one of them answered) open it as an error would, and it closes only when a probe
+answers faster than that and every abandoned call has ended (so a late write of an abandoned
+call can never land after a deletion replayed on closing).
 
 A store that cannot even be created (a PostgreSQL server down when the application starts)
 is created by the same background thread: ``CircuitStore(factory=lambda: PostgresStore(dsn))``
@@ -24,6 +34,9 @@ framework store, in one of these.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
+import functools
 import logging
 import threading
 import time
@@ -31,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError
+from ctxmgmt.offload import store_pool
 from ctxmgmt.store.base import (
     AsyncStateStore,
     CorruptRecordError,
@@ -49,12 +63,36 @@ FIRST_RETRY = 0.25
 MAX_RETRY = 1.0
 """Longest wait between background retries, in seconds (the delay doubles up to it)."""
 
+DEADLINE = 5.0
+"""Seconds a caller waits for one store call before abandoning it (the circuit then opens).
+
+A store call normally takes milliseconds (a SQLite or PostgreSQL transaction on one session);
+5 s is the bound libpq is given for a new connection here too
+(:data:`ctxmgmt.store.postgres.CONNECT_TIMEOUT`), and the backends' own limits end a little
+before it (:data:`ctxmgmt.store.postgres.STATEMENT_TIMEOUT`, :data:`ctxmgmt.store.sqlite.BUSY_TIMEOUT`),
+so a stuck call usually fails with the backend's error rather than being abandoned."""
+
+SLOW_CALL = 1.0
+"""Seconds above which an answered store call counts as slow (a hundred times a usual call)."""
+
+SLOW_CALLS = 3
+"""Slow calls in a row that open the circuit: a store answering every call in seconds is
+treated as unavailable, so conversations answer in process instead of waiting seconds each."""
+
 PROBE_KEY = "\x00ctxmgmt:circuit-probe"
 """The session key a retry loads (never written): any answer, even None, means the store is back."""
 
 
 class StoreUnavailableError(StoreError):
     """The store failed recently and is being retried in the background; the call skipped it."""
+
+
+class StoreTimeoutError(StoreUnavailableError):
+    """A store call did not answer within its deadline: it was abandoned and the circuit opened."""
+
+
+class StoreSlowError(StoreUnavailableError):
+    """The store answered, but :data:`SLOW_CALLS` calls in a row each took over :data:`SLOW_CALL`."""
 
 
 class CircuitStore(AsyncStateStore):
@@ -68,9 +106,15 @@ class CircuitStore(AsyncStateStore):
             :class:`~ctxmgmt.exceptions.ConfigurationError`) are raised here.
         first_retry: Seconds before the first retry after a failure; :data:`FIRST_RETRY`.
         max_retry: Longest wait between retries, in seconds; :data:`MAX_RETRY`.
+        deadline: Seconds a caller waits for one call (:data:`DEADLINE`, 5); a call that
+            overruns is abandoned with :class:`StoreTimeoutError` and opens the circuit.
+            None: calls run on the caller's thread without a limit.
+        slow_call: Seconds above which an answered call counts as slow (:data:`SLOW_CALL`, 1).
+        slow_calls: Slow calls in a row that open the circuit (:data:`SLOW_CALLS`, 3); 0 never.
 
     Raises:
-        ConfigurationError: neither or both of ``inner`` and ``factory``.
+        ConfigurationError: neither or both of ``inner`` and ``factory``, or a limit that is
+            not a positive number.
 
     Example:
         >>> from ctxmgmt.store import SQLiteStore
@@ -86,10 +130,23 @@ class CircuitStore(AsyncStateStore):
         factory: Callable[[], StateStore] | None = None,
         first_retry: float = FIRST_RETRY,
         max_retry: float = MAX_RETRY,
+        deadline: float | None = DEADLINE,
+        slow_call: float = SLOW_CALL,
+        slow_calls: int = SLOW_CALLS,
     ) -> None:
         if (inner is None) == (factory is None):
             raise ConfigurationError("CircuitStore takes a store or a factory (one of them)")
         self.first_retry, self.max_retry = float(first_retry), float(max_retry)
+        for name, value in (("deadline", deadline), ("slow_call", slow_call)):
+            if value is not None and not 0 < float(value) < float("inf"):
+                raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(slow_calls, bool) or not isinstance(slow_calls, int) or slow_calls < 0:
+            raise ConfigurationError(f"slow_calls must be a non-negative integer, got {slow_calls!r}")
+        self.deadline = None if deadline is None else float(deadline)
+        self.slow_call, self.slow_calls = float(slow_call), slow_calls
+        self._slow_streak = 0
+        self._slow_trip = False
+        self._abandoned: set[concurrent.futures.Future[Any]] = set()
         self._factory = factory
         self._inner: StateStore | None = inner
         self._lock = threading.Lock()
@@ -136,6 +193,7 @@ class CircuitStore(AsyncStateStore):
                     exc,
                 )
             self._failure = f"{type(exc).__name__}: {exc}"
+            self._slow_trip = isinstance(exc, StoreSlowError)
             if self._retrier is None or not self._retrier.is_alive():
                 self._retrier = threading.Thread(target=self._retry, name="ctxmgmt-store-retry", daemon=True)
                 self._retrier.start()
@@ -159,14 +217,21 @@ class CircuitStore(AsyncStateStore):
                             inner.close()
                             return
                         self._inner = inner
+                with self._lock:
+                    busy = sum(not future.done() for future in self._abandoned)
+                if busy:  # a late write of theirs could land after what closing replays
+                    raise StoreTimeoutError(f"{busy} abandoned call(s) still running")
                 ping = getattr(inner, "ping", None)
                 if callable(ping):
                     ping()  # asks the server itself, not a pool waiting out its own backoff
-                else:
-                    inner.load(PROBE_KEY)
                 reconnect = getattr(inner, "reconnect", None)
                 if callable(reconnect):
                     reconnect()
+                began = time.monotonic()
+                inner.load(PROBE_KEY)  # a real call, through the pools calls will use
+                took = time.monotonic() - began
+                if self._slow_trip and took > self.slow_call:
+                    raise StoreSlowError(f"a probe took {took:.2f} s")
                 with self._lock:
                     pending, self._pending_deletes = self._pending_deletes, []
                 for key in pending:
@@ -185,6 +250,8 @@ class CircuitStore(AsyncStateStore):
             with self._lock:
                 self._failure = None
                 self._retrier = None
+                # half open: after slowness, one more slow call opens the circuit again
+                self._slow_streak = max(0, self.slow_calls - 1) if self._slow_trip else 0
             logger.warning(
                 "state store %r answers again after %.1f s", self._inner, time.monotonic() - self._since
             )
@@ -205,10 +272,44 @@ class CircuitStore(AsyncStateStore):
             f"state store unavailable for {waited:.1f} s, retried in the background ({failure})"
         )
 
+    def _bounded(self, inner: StateStore, method: str, args: Any, kwargs: Any) -> Any:
+        """``inner.method(...)`` on the store pool within the deadline, else :class:`StoreTimeoutError`."""
+        call = functools.partial(contextvars.copy_context().run, getattr(inner, method), *args, **kwargs)
+        future = store_pool().submit(call)
+        try:
+            return future.result(timeout=self.deadline)
+        except concurrent.futures.TimeoutError:
+            if not future.cancel():  # running: it ends when the backend gives up or answers
+                with self._lock:
+                    self._abandoned = {f for f in self._abandoned if not f.done()}
+                    self._abandoned.add(future)
+            raise StoreTimeoutError(
+                f"state store {inner!r} did not answer {method}() within {self.deadline:g} s"
+            ) from None
+
+    def _timed(self, seconds: float) -> None:
+        """Count an answered call; :data:`SLOW_CALLS` slow ones in a row open the circuit."""
+        if seconds <= self.slow_call or self.slow_calls == 0:
+            self._slow_streak = 0
+            return
+        self._slow_streak += 1
+        if self._slow_streak >= self.slow_calls:
+            self._slow_streak = 0
+            self._trip(
+                StoreSlowError(
+                    f"{self.slow_calls} calls in a row took over {self.slow_call:g} s "
+                    f"(the last {seconds:.2f} s)"
+                )
+            )
+
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         inner = self._store()
+        began = time.monotonic()
         try:
-            return getattr(inner, method)(*args, **kwargs)
+            if self.deadline is None:
+                result = getattr(inner, method)(*args, **kwargs)
+            else:
+                result = self._bounded(inner, method, args, kwargs)
         except (StaleStateError, CorruptRecordError):
             raise  # the store answered: the data is what is wrong
         except StoreError as exc:
@@ -219,6 +320,8 @@ class CircuitStore(AsyncStateStore):
         except Exception as exc:  # a backend's own error (a framework store's driver, an OSError)
             self._trip(exc)
             raise StoreError(f"state store failed: {type(exc).__name__}: {exc}") from exc
+        self._timed(time.monotonic() - began)
+        return result
 
     # -- StateStore ----------------------------------------------------------------------------
     def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:

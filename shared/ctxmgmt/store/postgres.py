@@ -7,6 +7,8 @@ psycopg is imported when a :class:`PostgresStore` is created, never by ``import 
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -27,17 +29,32 @@ from ctxmgmt.store.sql import (
     truncate_plan,
 )
 from ctxmgmt.store.sql import storage_key as storage_key  # re-exported
+from ctxmgmt.store.watchdog import shut_down_socket, watch
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 T = TypeVar("T")
 
+logger = logging.getLogger(__name__)
+
 INSTALL_HINT = 'PostgresStore needs psycopg 3 and psycopg-pool: pip install "ctxmgmt[postgres]"'
 
 CONNECT_TIMEOUT = 5
 """Seconds libpq waits for a new connection (``connect_timeout``) unless the conninfo or
 ``connect_kwargs`` set it: a server that does not answer is reported in seconds, not minutes."""
+
+DEADLINE = 5.0
+"""Seconds one store call (a transaction, or the check of a pooled connection) may take before
+its connection is cut, client side: a server that stops answering mid-call (frozen, a host
+gone without a TCP reset) costs one call this long, not the minutes to hours the operating
+system takes to notice. The same figure as :data:`CONNECT_TIMEOUT` and as the circuit's
+deadline (:data:`ctxmgmt.store.circuit.DEADLINE`); a store call normally takes milliseconds."""
+
+STATEMENT_TIMEOUT = 4.0
+"""Seconds the server lets one statement of a store call run (``SET LOCAL statement_timeout``
+and ``lock_timeout`` in each transaction), so a statement stuck behind a lock or a slow plan
+is cancelled by the server itself, its locks released, a little before :data:`DEADLINE`."""
 
 FREE_CONNECTION_WAIT = 0.25
 """Seconds a call waits for a free pooled connection before checking the server directly: if a
@@ -110,6 +127,11 @@ class PostgresStore(SQLStore):
             at once.
         connect_kwargs: Extra ``psycopg.connect`` arguments for the pools this store creates
             (e.g. ``{"prepare_threshold": None}`` behind PgBouncer in transaction mode).
+        deadline: Seconds a call may hold a connection before the connection is cut and the
+            call fails with :class:`StoreError` (:data:`DEADLINE`, 5); None: no limit.
+        statement_timeout: Seconds the server lets one statement run, and wait for a lock
+            (:data:`STATEMENT_TIMEOUT`, 4), set per transaction (``SET LOCAL``, so it never
+            leaks to other users of a connection behind PgBouncer); None: the server's setting.
 
     Raises:
         ConfigurationError: psycopg is not installed.
@@ -127,8 +149,18 @@ class PostgresStore(SQLStore):
         max_size: int = 10,
         timeout: float = 30.0,
         connect_kwargs: Mapping[str, Any] | None = None,
+        deadline: float | None = DEADLINE,
+        statement_timeout: float | None = STATEMENT_TIMEOUT,
     ) -> None:
         psycopg, psycopg_pool = _psycopg()
+        self.deadline = None if deadline is None else _positive(deadline, "deadline")
+        self._set_timeouts: str | None = None
+        if statement_timeout is not None:
+            ms = max(1, int(_positive(statement_timeout, "statement_timeout") * 1000))
+            self._set_timeouts = (
+                f"SELECT set_config('statement_timeout', '{ms}', true), "
+                f"set_config('lock_timeout', '{ms}', true)"
+            )
         self._psycopg = psycopg
         self._pool_module = psycopg_pool
         self.min_size, self.max_size, self.timeout = min_size, max_size, timeout
@@ -179,8 +211,15 @@ class PostgresStore(SQLStore):
             "timeout": self.timeout,
             "open": False,
             "name": name,
-            "check": kind.check_connection,
+            "check": self._check_connection
+            if kind is self._pool_module.ConnectionPool
+            else kind.check_connection,
         }
+
+    def _check_connection(self, conn: Any) -> None:
+        """The pool's check of a connection before use, under the deadline (a frozen server fails it)."""
+        with watch(self.deadline, _cutter(conn, self.deadline)):
+            self._pool_module.ConnectionPool.check_connection(conn)
 
     def _open_pool(self) -> ConnectionPool:
         reason = self._probe()  # a server that is down fails here, in about a connection attempt
@@ -299,10 +338,13 @@ class PostgresStore(SQLStore):
                     raise StoreError(reason) from None
                 conn = pool.getconn(timeout=max(self.timeout - FREE_CONNECTION_WAIT, 0.001))
             try:
-                with conn, conn.cursor(binary=True) as cur:  # commit, or roll back on error
-                    if readonly:
-                        cur.execute(_SNAPSHOT)
-                    yield cur
+                with watch(self.deadline, _cutter(conn, self.deadline)):
+                    with conn, conn.cursor(binary=True) as cur:  # commit, or roll back on error
+                        if readonly:
+                            cur.execute(_SNAPSHOT)
+                        if self._set_timeouts is not None:
+                            cur.execute(self._set_timeouts)
+                        yield cur
             finally:
                 pool.putconn(conn)
         except Exception as exc:
@@ -322,10 +364,13 @@ class PostgresStore(SQLStore):
                     raise StoreError(reason) from None
                 conn = await pool.getconn(timeout=max(self.timeout - FREE_CONNECTION_WAIT, 0.001))
             try:
-                async with conn, conn.cursor(binary=True) as cur:  # commit, or roll back on error
-                    if readonly:
-                        await cur.execute(_SNAPSHOT)
-                    yield cur
+                with watch(self.deadline, _cutter(conn, self.deadline)):
+                    async with conn, conn.cursor(binary=True) as cur:  # commit, or roll back on error
+                        if readonly:
+                            await cur.execute(_SNAPSHOT)
+                        if self._set_timeouts is not None:
+                            await cur.execute(self._set_timeouts)
+                        yield cur
             finally:
                 await pool.putconn(conn)
         except Exception as exc:
@@ -439,6 +484,36 @@ class PostgresStore(SQLStore):
                 pass
         if self._pool is not None and self._own_pool:
             self._pool.close(timeout=CLOSE_SECONDS)
+
+
+def _positive(value: float, name: str) -> float:
+    number = float(value)
+    if not number > 0 or number == float("inf"):
+        raise ConfigurationError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return number
+
+
+def _cutter(conn: Any, seconds: float | None) -> Any:
+    """The watchdog's breaker for ``conn``: shut its socket down, so a blocked call fails at once."""
+
+    def cut() -> None:
+        if conn.closed:
+            return
+        logger.warning("PostgreSQL call ran past its %.3g s deadline; its connection is cut", seconds or 0)
+        shut_down_socket(conn.fileno(), _family(conn))
+
+    return cut
+
+
+def _family(conn: Any) -> int:
+    """The address family of ``conn``'s socket: a unix socket when its host is a directory."""
+    host = str(conn.info.host or "")
+    if host.startswith(("/", "@")):
+        return socket.AF_UNIX
+    try:
+        return socket.AF_INET6 if ":" in str(conn.info.hostaddr or "") else socket.AF_INET
+    except Exception:  # noqa: BLE001 - libpq without hostaddr: IPv4 is the usual case
+        return socket.AF_INET
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

@@ -9,11 +9,27 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.store.base import StaleStateError, StoreError
 from ctxmgmt.store.sql import SQLStore
+from ctxmgmt.store.watchdog import watch
 
-BUSY_TIMEOUT_MS = 30_000
-"""How long a writer waits for another process's write lock (30 s)."""
+BUSY_TIMEOUT = 4.0
+"""Seconds a writer waits for another connection's write lock (SQLite's ``busy_timeout``)
+before the call fails with :class:`StoreError` (the conversation then works without the store
+for that call). A write holds the lock for one short transaction (milliseconds), so a longer
+wait means a stuck writer; 4 s ends the wait a little before the circuit's 5 s deadline
+(:data:`ctxmgmt.store.circuit.DEADLINE`), with SQLite's own error instead of an abandoned call."""
+
+BUSY_TIMEOUT_MS = int(BUSY_TIMEOUT * 1000)
+""":data:`BUSY_TIMEOUT` in milliseconds."""
+
+PING_WAIT = 0.25
+"""Seconds :meth:`SQLiteStore.ping` waits for the write lock."""
+
+DEADLINE = 5.0
+"""Seconds one transaction may run before it is interrupted (``Connection.interrupt()``): a
+load of a huge session on a slow disk fails instead of holding the caller."""
 
 
 class SQLiteStore(SQLStore):
@@ -26,6 +42,9 @@ class SQLiteStore(SQLStore):
     Args:
         path: The database file (created with its tables if missing); ``":memory:"`` for a
             private in-memory database (one connection, tests only).
+        busy_timeout: Seconds a write waits for another writer's lock (:data:`BUSY_TIMEOUT`).
+        deadline: Seconds a transaction may run before it is interrupted (:data:`DEADLINE`);
+            None: no limit.
 
     Example:
         >>> store = SQLiteStore(":memory:")
@@ -33,8 +52,15 @@ class SQLiteStore(SQLStore):
         True
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout: float = BUSY_TIMEOUT, deadline: float | None = DEADLINE
+    ) -> None:
         self.path = str(path)
+        for name, value in (("busy_timeout", busy_timeout), ("deadline", deadline)):
+            if value is not None and not 0 <= float(value) < float("inf"):
+                raise ConfigurationError(f"{name} must be a non-negative number of seconds, got {value!r}")
+        self.busy_timeout = float(busy_timeout)
+        self.deadline = None if deadline is None else float(deadline)
         self._local = threading.local()
         self._shared: sqlite3.Connection | None = None
         self._lock = threading.RLock()
@@ -45,9 +71,9 @@ class SQLiteStore(SQLStore):
     def _open(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             if self.path != ":memory:":
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -68,7 +94,7 @@ class SQLiteStore(SQLStore):
         conn = self._connection()
         # A write takes the write lock up front; a load reads one WAL snapshot without it.
         begin = "BEGIN" if readonly else "BEGIN IMMEDIATE"
-        with self._lock if self._shared is not None else _nolock():
+        with self._lock if self._shared is not None else _nolock(), watch(self.deadline, conn.interrupt):
             try:
                 conn.execute(begin)
             except sqlite3.Error as exc:
@@ -91,6 +117,28 @@ class SQLiteStore(SQLStore):
                     raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
             finally:
                 cur.close()
+
+    def ping(self) -> None:
+        """Check the file answers and its write lock can be taken within :data:`PING_WAIT`.
+
+        :class:`~ctxmgmt.store.CircuitStore` asks this before it lets calls through again: a
+        read succeeds while another writer holds the lock (WAL), so only taking the lock (and
+        releasing it at once) shows that writes would not wait out :data:`BUSY_TIMEOUT` again.
+
+        Raises:
+            StoreError: the file cannot be opened or the lock is still held.
+        """
+        if self._shared is not None:
+            return
+        try:
+            conn = sqlite3.connect(self.path, timeout=PING_WAIT, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path!r}: {exc}") from exc
 
     def close(self) -> None:
         """Close this thread's connection (others close when their threads end)."""

@@ -24,6 +24,7 @@ framework store, in one of these.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -106,6 +107,18 @@ class CircuitStore(AsyncStateStore):
                 self._inner = factory()
             except StoreError as exc:
                 self._trip(exc)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy is a new circuit (closed, no retry thread) on a copy of the store or its factory."""
+        if self._factory is not None:
+            make = functools.partial(
+                CircuitStore, factory=self._factory, first_retry=self.first_retry, max_retry=self.max_retry
+            )
+        else:
+            make = functools.partial(
+                CircuitStore, self._inner, first_retry=self.first_retry, max_retry=self.max_retry
+            )
+        return (make, ())
 
     def __repr__(self) -> str:
         state = "closed" if self.available else "open"

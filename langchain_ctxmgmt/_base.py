@@ -8,7 +8,6 @@ LangChain codec (:data:`langchain_ctxmgmt._convert.CODEC`).
 
 from __future__ import annotations
 
-import copy
 import threading
 from abc import ABC
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from pydantic import Field, PrivateAttr
 from ctxmgmt import Context, Strategy, adapter
 from ctxmgmt.budget import check_budget
 from ctxmgmt.conversation import Conversation, ConversationPool
+from ctxmgmt.copying import deep_copy
 from ctxmgmt.offload import run_blocking_for
 from langchain_ctxmgmt._convert import CODEC, buffer_string
 from langchain_ctxmgmt._history import ListChatMessageHistory
@@ -104,7 +104,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
     ai_prefix: str = "AI"
     max_token_limit: int | None = None
     token_counter: Any = Field(default=None, exclude=True)
-    chat_memory: BaseChatMessageHistory = Field(default_factory=lambda: ListChatMessageHistory())
+    chat_memory: BaseChatMessageHistory = Field(default_factory=ListChatMessageHistory)
     store: Any = Field(default=None, exclude=True)
     session_id: str | None = None
     progress: Any = Field(default=None, exclude=True)
@@ -138,24 +138,37 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
             self, complete_with, budget_name="max_token_limit", token_counter=self._counter
         )
 
-    # -- pickles and deep copies (as ConversationBufferMemory allows) -------------------------
-    def __getstate__(self) -> dict[Any, Any]:
-        """The fields only: the live conversations and locks cannot be pickled and are not kept.
+    # -- pickles and deep copies (as ConversationBufferMemory allows): see ctxmgmt.copying ------
+    def _shared(self) -> list[Any]:
+        """What a deep copy shares: components, counters, callbacks and the store (never copied)."""
+        values = [v for k, v in self._components().items() if k != "chat_memory"]  # copied, as LangChain does
+        return [*values, self._counter, self.progress, None if self._pool is None else self._pool.store]
 
-        An unpickled copy rebuilds its derived state from the history on its next call, as
-        after a restart (or loads it from ``store``).
+    def __getstate__(self) -> dict[Any, Any]:
+        """The fields, the history and the live conversations (derived state included); no lock.
+
+        A copy selects what this memory would for the same history and question without
+        deriving anything again; what either adds later is its own (the default in-process
+        ``chat_memory`` is copied with it). A ``store`` is shared: give the copy another
+        ``session_id`` for a conversation of its own there.
         """
-        return {**super().__getstate__(), "__pydantic_private__": None}
+        state = super().__getstate__()
+        private = state.get("__pydantic_private__") or {}
+        return {**state, "__pydantic_private__": {k: v for k, v in private.items() if k != "_lock"}}
 
     def __setstate__(self, state: dict[Any, Any]) -> None:
-        """Restore the fields; fresh private state (no conversation, a new lock)."""
+        """Restore the fields and conversations; a new lock."""
         super().__setstate__(state)
-        self.model_post_init(None)  # pydantic initialises the private attributes here
+        if self.__pydantic_private__ is None:
+            self.model_post_init(None)  # pydantic initialises the private attributes here
+        self._lock = threading.RLock()
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> StrategyMemory:
-        """``copy.deepcopy`` / ``model_copy(deep=True)``: the fields deep-copied, as :meth:`__getstate__`."""
+        """``copy.deepcopy`` / ``model_copy(deep=True)``: as :meth:`__getstate__`, components shared."""
+        memo = {} if memo is None else memo
         clone = type(self).__new__(type(self))
-        clone.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        memo[id(self)] = clone
+        clone.__setstate__(deep_copy(self.__getstate__(), memo, self._shared()))
         return clone
 
     @property

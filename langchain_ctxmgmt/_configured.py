@@ -8,6 +8,8 @@ each LangGraph thread's state lives in its own :class:`ctxmgmt.conversation.Conv
 
 from __future__ import annotations
 
+import copy
+import functools
 import threading
 import weakref
 from collections.abc import Sequence
@@ -18,6 +20,7 @@ from langchain_core.messages import BaseMessage
 from ctxmgmt import Block, ConfigurationError, Context, Strategy, adapter
 from ctxmgmt.budget import check_budget
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool, Progress, Selection
+from ctxmgmt.copying import deep_copy
 from ctxmgmt.store.base import StateStore
 from langchain_ctxmgmt._convert import CODEC
 from langchain_ctxmgmt._llm import complete_with
@@ -47,6 +50,10 @@ class ThreadSelection(adapter.SelectionRecord):
         name: The instance's name (default the class name); give two instances of one class
             in one agent different names. Part of each thread's store key.
         **params: The strategy's parameters and components.
+
+    Copies (``copy.deepcopy``, ``pickle``) carry the configuration and each live thread's
+    conversation with its derived state; components and stores are shared by a deep copy and
+    locks are the copy's own (:mod:`ctxmgmt.copying`).
     """
 
     strategy_class: ClassVar[type[Strategy]]
@@ -111,6 +118,49 @@ class ThreadSelection(adapter.SelectionRecord):
         self._pool.get(None)  # builds a strategy: its errors surface now
         self._graph_stores: weakref.WeakKeyDictionary[Any, StateStore] = weakref.WeakKeyDictionary()
         self._graph_stores_lock = threading.Lock()
+
+    # -- copies (copy.deepcopy, pickle): see ctxmgmt.copying --------------------------------
+    def _shared(self) -> list[Any]:
+        """What a deep copy shares: components, counters, callbacks and stores (never copied)."""
+        components = [getattr(self, f.name) for f in self.adapter_fields if f.component]
+        with self._graph_stores_lock:
+            graph_stores = list(self._graph_stores.values())
+        return [
+            *components,
+            self.token_counter,
+            self._counter,
+            self.store,
+            self.progress,
+            self._pool.store,
+            *graph_stores,
+        ]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Configuration and the live threads' conversations; no lock.
+
+        Not the graph stores seen in calls (they belong to the graph): a thread whose state went
+        to one is loaded from it again by the copy's first call with that store.
+        """
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_graph_stores", "_graph_stores_lock")}
+        pool = state["_pool"] = copy.copy(self._pool)  # the same conversations, in a mapping of its own
+        pool.drop(functools.partial(_on_a_graph_store, pool.store))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._graph_stores = weakref.WeakKeyDictionary()
+        self._graph_stores_lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """An independent copy: its own conversations (copied), the same components and stores."""
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        shared = self._shared()
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_graph_stores", "_graph_stores_lock")}
+        clone.__setstate__(deep_copy(state, memo, shared))
+        with self._graph_stores_lock:  # the same graph stores, wrapped once, as the conversations'
+            clone._graph_stores.update(self._graph_stores)
+        return clone
 
     @property
     def name(self) -> str:
@@ -192,3 +242,8 @@ def thread_id_of(config: Any) -> str | None:
         except RuntimeError:  # not inside a runnable context
             thread = None
     return None if thread is None else str(thread)
+
+
+def _on_a_graph_store(own: StateStore | None, conversation: Conversation[Any]) -> bool:
+    """Whether ``conversation`` keeps its state in a graph's store (not the selector's ``own``)."""
+    return conversation.store is not None and conversation.store is not own

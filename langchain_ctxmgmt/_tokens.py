@@ -109,7 +109,7 @@ def as_counter(obj: Any) -> TokenCounter:
         if convention == "messages":
             counter = MessageListCounter(obj, HumanMessage)
         elif convention == "message":
-            counter = MessageListCounter(lambda messages: obj(messages[0]), HumanMessage)
+            counter = MessageListCounter(functools.partial(_first_message, obj), HumanMessage)
         else:
             counter = CallableTokenCounter(obj)
     else:
@@ -118,3 +118,8 @@ def as_counter(obj: Any) -> TokenCounter:
             f"or a ctxmgmt TokenCounter, got {type(obj).__name__}"
         )
     return check_token_counter(counter)
+
+
+def _first_message(count: Callable[[Any], int], messages: list[Any]) -> int:
+    """``count`` (a function of one message) applied to the only message of ``messages``."""
+    return count(messages[0])

@@ -54,7 +54,7 @@ from llamaindex_ctxmgmt._chat_store import (
     load_chat_store_of,
 )
 from llamaindex_ctxmgmt._convert import CODEC, MemoryMessages, QueryInput, text_of, to_messages
-from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
+from llamaindex_ctxmgmt._declare import Copies, add_strategy_fields, conversation_pool
 from llamaindex_ctxmgmt._tokens import CounterTokenizer, resolve_counting, room_after
 
 DEFAULT_TOKEN_LIMIT = 3000
@@ -63,7 +63,7 @@ DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 """Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
 
 
-class StrategyMemory(SelectionRecord, JsonString, ChatStoreHistory, BaseChatStoreMemory):
+class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, BaseChatStoreMemory):
     """A ``BaseChatStoreMemory`` whose :meth:`get` returns what a ctxmgmt Strategy selects.
 
     The chat store keeps every message exactly as put (:meth:`get_all` is lossless); the

@@ -33,7 +33,7 @@ from ctxmgmt.store.keys import compose_key
 from ctxmgmt.store.message_log import MessageLog
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._convert import CODEC, latest_user_text, render_context, to_message
-from llamaindex_ctxmgmt._declare import add_strategy_fields, conversation_pool
+from llamaindex_ctxmgmt._declare import Copies, add_strategy_fields, conversation_pool
 from llamaindex_ctxmgmt._tokens import as_counter
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ x (1 - chat_history_token_ratio 0.7)). Without a bound a long conversation's sel
 run to tens of thousands of tokens that ``Memory`` would count and then truncate away."""
 
 
-class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
+class StrategyMemoryBlock(Copies, SelectionRecord, BaseMemoryBlock[Any]):
     """A ``BaseMemoryBlock`` that selects among the turns ``Memory`` flushed out of its queue.
 
     ``llama_index.core.memory.Memory`` keeps recent messages in a FIFO queue; when the queue
@@ -173,6 +173,10 @@ class StrategyMemoryBlock(SelectionRecord, BaseMemoryBlock[Any]):
         counter = self._counter = as_counter(self.token_counter)
         self._pool = conversation_pool(self, counter, CODEC.by_identity(), surface="block", name=self.name)
         self._pool.factory()  # validate now, not at the first flush
+
+    def _fresh_private(self) -> dict[str, Any]:
+        """A copy's own lock, and no record of the contents handed out (they were the original's)."""
+        return {"_lock": threading.RLock(), "_issued": OrderedDict()}
 
     @property
     def llm_calls(self) -> int:

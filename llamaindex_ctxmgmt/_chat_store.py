@@ -184,6 +184,15 @@ class DBChatStoreBridge(BaseChatStore):
                 _wait(future, "dispose the engine inherited from the parent process")
         return loop
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy opens the same database (its fields: URI, table, schema) with an engine of its own.
+
+        A deep copy of a memory shares the bridge instead (:mod:`ctxmgmt.copying`). Never
+        ``BaseComponent.__getstate__``: it deletes the fields it cannot pickle from the original.
+        """
+        fields = {name: getattr(self.db, name) for name in getattr(type(self.db), "model_fields", {})}
+        return (_reopened, (type(self.db), fields))
+
     def _run(self, coroutine: Any) -> Any:
         loop = self._loop()
         return _wait(
@@ -310,3 +319,8 @@ def as_chat_store(value: Any) -> Any:
         f"chat_store must be a LlamaIndex BaseChatStore (SimpleChatStore, RedisChatStore, ...) or an "
         f"AsyncDBChatStore (SQLAlchemyChatStore, as Memory uses), got {type(value).__name__}"
     )
+
+
+def _reopened(db_class: type, fields: dict[str, Any]) -> DBChatStoreBridge:
+    """A bridge over a new ``db_class(**fields)`` (how a pickled bridge is restored)."""
+    return DBChatStoreBridge(db_class(**fields))

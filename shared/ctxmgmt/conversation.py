@@ -24,6 +24,10 @@ conversation's *generation*: :meth:`Conversation.clear`, :meth:`~Conversation.ca
 :meth:`~Conversation.close` start a new one). A conversation the pool evicts or discards is
 closed: the worker drops it and never writes for it again. After ``os.fork`` the child gets a
 new worker and new locks (:func:`_after_fork_in_child`).
+
+Copies (``copy.deepcopy``, ``pickle``): a conversation is copied whole (converted history,
+derived state, backlog) under its lock, with a lock of its own; its strategy's components and
+its store are shared by a deep copy (:mod:`ctxmgmt.copying`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ctxmgmt.backlog import BacklogIndex
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import ConvertedHistory
+from ctxmgmt.copying import deep_copy
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.selection import compose_context, split_current
 from ctxmgmt.store.base import StateStore
@@ -195,6 +200,36 @@ class Conversation(Generic[T]):
         self._backlog_tokens: dict[str, int] = {}  # tokens of backlog turns, by fingerprint
         self._backlog_index: BacklogIndex | None = None  # the waiting turns, selectable at once
         _LIVE.add(self)
+
+    # -- copies (copy.deepcopy, pickle): see ctxmgmt.copying ----------------------------------
+    def _copied_state(self, memo: dict[int, Any]) -> dict[str, Any]:
+        """Everything but the lock, deep-copied while holding it; components and store shared.
+
+        Taken under the lock, the copy is consistent even while the background worker derives.
+        """
+        with self.lock:
+            state = {k: v for k, v in self.__dict__.items() if k not in ("lock", "_backlog_index")}
+            return deep_copy(state, memo, [*self.strategy.shared_components(), self.store])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The conversation as plain state: history, derived state, backlog; no lock."""
+        return self._copied_state({})
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy: its own lock; a backlog it carries goes on in the background."""
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+        self._backlog_index = None  # rebuilt by the next call that needs it
+        _LIVE.add(self)
+        if self._pending is not None and self.in_background and not self.closed:
+            _WORKER.submit(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Conversation[T]:
+        """An independent conversation with the same state (see :meth:`__getstate__`)."""
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(self._copied_state(memo))
+        return clone
 
     def index(
         self,
@@ -633,6 +668,24 @@ class ConversationPool(Generic[T]):
     def __len__(self) -> int:
         return len(self._conversations)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The pool's configuration and live conversations (each copied whole); no lock."""
+        with self._lock:
+            state = {k: v for k, v in self.__dict__.items() if k != "_lock"}
+            state["_conversations"] = OrderedDict(self._conversations)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ConversationPool[T]:
+        """A pool of copies of the live conversations; the store is shared, not copied."""
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__setstate__(deep_copy(self.__getstate__(), memo, [self.store]))
+        return clone
+
     def __contains__(self, conversation_id: object) -> bool:
         return conversation_id in self._conversations
 
@@ -671,6 +724,13 @@ class ConversationPool(Generic[T]):
         """The live conversations, least recently used first."""
         with self._lock:
             return list(self._conversations.values())
+
+    def drop(self, condition: Callable[[Conversation[T]], bool]) -> None:
+        """Drop the live conversations that meet ``condition`` (their stored state stays)."""
+        with self._lock:
+            for conversation_id, conversation in list(self._conversations.items()):
+                if condition(conversation):
+                    del self._conversations[conversation_id]
 
     def most_recent(self) -> Conversation[T] | None:
         """The conversation used last (None before any)."""

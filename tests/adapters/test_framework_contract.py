@@ -686,7 +686,7 @@ class LangChainClassicContract:
         ):
             assert type(clone) is self.memory_class and clone.max_token_limit == BUDGET
             assert [m.content for m in clone.messages] == [m.content for m in memory.messages]
-            # the derived state is rebuilt from the history: the same selection
+            # the derived state travels with the copy: the same selection
             assert [
                 m.content for m in clone.load_memory_variables({"input": CAT_QUERY})["history"]
             ] == expected

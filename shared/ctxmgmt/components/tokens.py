@@ -80,6 +80,10 @@ class TiktokenCounter:
         self.encoding_name = encoding
         self.media_tokens = _media_table(media_tokens)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The configuration only: a copy loads the encoding again (once per process)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_encoding"}
+
     @functools.cached_property
     def _encoding(self) -> Any:
         return _load_encoding(self.encoding_name)
@@ -170,6 +174,14 @@ class MessageListCounter:
         self.make_message = make_message
         self.media_tokens: Mapping[str, int] | None = None
         self._overhead: int | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the lock (a copy makes its own)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:

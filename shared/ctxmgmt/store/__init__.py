@@ -14,6 +14,7 @@ psycopg.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -137,7 +138,7 @@ def _postgres(conninfo: str) -> StateStore:
     from ctxmgmt.store.postgres import PostgresStore, _psycopg
 
     _psycopg()  # a missing driver is a ConfigurationError now, not a retry forever
-    return CircuitStore(factory=lambda: PostgresStore(conninfo))
+    return CircuitStore(factory=functools.partial(PostgresStore, conninfo))
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -9,8 +9,8 @@ backend). The circuit then *opens*: every call fails at once with :class:`StoreU
 backoff (a store's ``ping()`` if it has one; then its ``reconnect()`` if it has one, as
 :class:`~ctxmgmt.store.PostgresStore` does to replace pools still waiting out their own
 reconnection backoff; then a timed load of an unused key, through the pools calls use). A
-call made while the circuit is open wakes the retrying thread (at most every ``first_retry`` seconds), so a store that is back is
-noticed at the next call, not after the backoff. When a retry succeeds, deletions asked for
+call made while the circuit is open wakes the retrying thread (at most every ``first_retry``
+seconds), so a store that is back is noticed at the next call, not after the backoff. When a retry succeeds, deletions asked for
 during the outage are replayed and the circuit *closes*: the next call uses the store again,
 and a session that worked without it catches up by writing what the store misses.
 
@@ -163,6 +163,19 @@ class CircuitStore(AsyncStateStore):
                 self._inner = factory()
             except StoreError as exc:
                 self._trip(exc)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy is a new circuit (closed, no retry thread) on a copy of the store or its factory."""
+        settings = {
+            "first_retry": self.first_retry,
+            "max_retry": self.max_retry,
+            "deadline": self.deadline,
+            "slow_call": self.slow_call,
+            "slow_calls": self.slow_calls,
+        }
+        if self._factory is not None:
+            return (functools.partial(CircuitStore, factory=self._factory, **settings), ())
+        return (functools.partial(CircuitStore, self._inner, **settings), ())
 
     def __repr__(self) -> str:
         state = "closed" if self.available else "open"

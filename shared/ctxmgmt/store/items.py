@@ -142,6 +142,14 @@ class ItemStateStore(AsyncStateStore):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({type(self.backend).__name__})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The wrapped store (copied or pickled as it allows); a copy has its own lock."""
+        return {k: v for k, v in self.__dict__.items() if k != "_store_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store_lock = threading.RLock()
+
     # -- what a backend provides -----------------------------------------------------------------
     @abstractmethod
     def _get_items(self, space: str, names: Sequence[str]) -> list[dict[str, Any] | None]:

@@ -41,6 +41,15 @@ class InMemoryStore(AsyncStateStore):
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The sessions, copied under the lock; a copy is a store of its own with its own lock."""
+        with self._lock:
+            return {"_sessions": copy.deepcopy(self._sessions)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._sessions = state["_sessions"]
+        self._lock = threading.Lock()
+
     def load(self, key: str, *, turns: int | None = None) -> StoredSession | None:
         """The session folded over its first ``turns`` turns; None if absent."""
         key = bounded_key(key)

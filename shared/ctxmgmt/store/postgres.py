@@ -7,6 +7,7 @@ psycopg is imported when a :class:`PostgresStore` is created, never by ``import 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import threading
@@ -196,6 +197,24 @@ class PostgresStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact(self.conninfo)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy connects to the same database with pools of its own.
+
+        Raises:
+            TypeError: the store was built on a pool given to it (pass a DSN to copy it).
+        """
+        if not self._own_pool or self._given_apool is not None:
+            raise TypeError("a PostgresStore built on a given pool cannot be copied; build it from a DSN")
+        make = functools.partial(
+            PostgresStore,
+            self.conninfo,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            timeout=self.timeout,
+            connect_kwargs=self._kwargs,
+        )
+        return (make, ())
 
     # -- connections -------------------------------------------------------------------------
     def _pool_options(self, kind: Any, name: str) -> dict[str, Any]:

@@ -68,6 +68,13 @@ class SQLiteStore(SQLStore):
             self._shared = self._open()
         self._create_tables()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Where the store is: a copy opens connections of its own (``":memory:"``: a new, empty one)."""
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])  # type: ignore[misc]
+
     def _open(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(

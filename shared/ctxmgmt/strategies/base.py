@@ -89,6 +89,14 @@ class Strategy(ABC):
         """
         return self._llm_calls
 
+    def shared_components(self) -> list[Any]:
+        """The components a deep copy of the strategy shares instead of copying.
+
+        Its :attr:`components` and token counter: read-only models and clients (an embedder,
+        spaCy, an LLM), some of them hundreds of megabytes (:mod:`ctxmgmt.copying`).
+        """
+        return [*(self.__dict__.get(name) for name in self.components), self.token_counter.counter]
+
     @property
     def turns(self) -> tuple[Turn, ...]:
         """Turns added so far, in order."""

@@ -402,6 +402,19 @@ class SWinStrategy(Strategy):
             self._forgotten.append(record)
         return out
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The strategy with every window in flight merged, without its lock and worker thread."""
+        self.flush()
+        skip = {"_lock", "_executor", "_pending"}
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a copy: its own lock; its worker thread starts with its next window."""
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+        self._executor = None
+        self._pending = []
+
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every window handed to the background worker is merged."""
         pending, self._pending = self._pending, []

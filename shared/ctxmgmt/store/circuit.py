@@ -1,18 +1,19 @@
 """A circuit breaker around a state store: an outage costs one failed call, not every call.
 
-:class:`CircuitStore` passes every call to the store it wraps until one fails for a reason
-that is not the data's (the server is down, the disk is gone: a :class:`StoreError` that is
-neither a lost compare-and-set nor a corrupt record, or any other exception from the
-backend). The circuit then *opens*: every call fails at once with :class:`StoreUnavailableError`
-(a :class:`StoreError`, so a session works in process for that call, see
+:class:`CircuitStore` passes every call to the store it wraps until one fails for a reason that
+is not the data's (the server is down, the disk is gone: a :class:`StoreError` that is neither a
+lost compare-and-set nor a corrupt record, or any other exception from the backend). The circuit
+then *opens*: every call fails at once with :class:`StoreUnavailableError` (a
+:class:`StoreError`, so a session works in process for that call, see
 :mod:`ctxmgmt.stored_state`) while a background thread retries the store with exponential
 backoff (a store's ``ping()`` if it has one; then its ``reconnect()`` if it has one, as
 :class:`~ctxmgmt.store.PostgresStore` does to replace pools still waiting out their own
-reconnection backoff; then a timed load of an unused key, through the pools calls use). A
-call made while the circuit is open wakes the retrying thread (at most every ``first_retry``
-seconds), so a store that is back is noticed at the next call, not after the backoff. When a retry succeeds, deletions asked for
-during the outage are replayed and the circuit *closes*: the next call uses the store again,
-and a session that worked without it catches up by writing what the store misses.
+reconnection backoff; then a timed load of an unused key, through the pools calls use). A call
+made while the circuit is open wakes the retrying thread (at most every ``first_retry``
+seconds), so a store that is back is noticed at the next call, not after the backoff. When a
+retry succeeds, deletions asked for during the outage are replayed and the circuit *closes*: the
+next call uses the store again, and a session that worked without it catches up by writing what
+the store misses.
 
 Every call has a *deadline* (:data:`DEADLINE`): it runs on a thread of the store pool
 (:func:`ctxmgmt.offload.store_pool`) and the caller waits at most that long. A call that

@@ -167,7 +167,7 @@ class CircuitStore(AsyncStateStore):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """A copy is a new circuit (closed, no retry thread) on a copy of the store or its factory."""
-        settings = {
+        settings: dict[str, Any] = {
             "first_retry": self.first_retry,
             "max_retry": self.max_retry,
             "deadline": self.deadline,

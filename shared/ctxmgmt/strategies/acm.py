@@ -525,7 +525,9 @@ class ACMStrategy(Strategy):
                 return out
         return [self._extract(turns, group) or [[] for _ in group] for group in groups]
 
-    def _extract(self, turns: Sequence[Turn], indices: list[int], *, log_failure: bool = True) -> Any:
+    def _extract(
+        self, turns: Sequence[Turn], indices: list[int], *, log_failure: bool = True
+    ) -> list[list[Entity]] | None:
         """The entities of turns ``indices`` in one extractor call; None if it failed."""
         texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in indices]
         found: list[list[Entity]] | None

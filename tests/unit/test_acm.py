@@ -206,6 +206,56 @@ def test_per_text_extractor_is_asked_once_for_a_batch_with_the_same_entities():
     assert plain.entities == restored.entities
 
 
+def test_a_batch_extracts_only_the_turns_that_collapse_and_logs_as_turn_by_turn():
+    turns = [turn(i) for i in range(60)]
+    plain, batched = make(150), make(150, entity_extractor=PerTextExtractor())
+    for t in turns:
+        plain.add(t)
+    batched.add_many(turns)
+    collapsed = batched.tiers["entities"]
+    assert collapsed and len(collapsed) < 60  # newer turns are summarised or verbatim: not extracted
+    assert len(batched.entity_extractor.texts) == len(collapsed)
+    assert plain.to_state() == batched.to_state()  # tiers, entities, log lines in place, counters
+    assert any(line.startswith("collapsed turns") for line in batched.to_state()["log"])
+
+
+class FailingBatchExtractor(PerTextExtractor):
+    """A per-text extractor that fails on any call of more than ``limit`` texts."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def extract(self, texts: Sequence[str]) -> list[list[Entity]]:
+        if len(texts) > self.limit:
+            raise RuntimeError("batch too large")
+        return super().extract(texts)
+
+
+def test_a_failed_batched_extraction_is_retried_per_collapse(caplog):
+    turns = [turn(i) for i in range(60)]
+    plain = make(150)
+    for t in turns:
+        plain.add(t)
+    longest = max(len(e) for e in _collapse_groups(plain))
+    retried = make(150, entity_extractor=FailingBatchExtractor(longest))
+    with caplog.at_level("WARNING"):
+        retried.add_many(turns)
+    assert retried.entities == plain.entities and retried.tiers == plain.tiers
+    assert retried.entity_extractor.calls == len(_collapse_groups(plain)) > 1  # the batch failed
+    assert "entity extractor failed" not in caplog.text  # each collapse's own call succeeded
+
+
+def _collapse_groups(strategy: ACMStrategy) -> list[list[int]]:
+    """The turns of each collapse in the tier log."""
+    groups = []
+    for line in strategy.to_state()["log"]:
+        found = re.match(r"collapsed turns (\d+)-(\d+)", line)
+        if found:
+            groups.append(list(range(int(found[1]), int(found[2]) + 1)))
+    return groups
+
+
 def test_summaries_respect_the_summary_limit():
     long = " ".join(f"word{k}" for k in range(200))
     s = ACMStrategy(

@@ -261,18 +261,52 @@ def test_warm_up_embeds_once_in_the_background_and_logs_a_failure(caplog):
     from ctxmgmt.testing import HashingEmbedder
 
     embedder = HashingEmbedder()
-    thread = warm_up(embedder, background=True)
+    thread = warm_up(embedder, background=True, entities=False)
     assert thread is not None
     thread.join(timeout=10)
     assert embedder.calls == [1]
-    assert warm_up(embedder) is None and embedder.calls == [1, 1]
+    assert warm_up(embedder, entities=False) is None and embedder.calls == [1, 1]
 
     def broken(texts):
         raise RuntimeError("model file missing")
 
     with caplog.at_level("WARNING"):
-        assert warm_up(broken) is None  # logged, never raised
+        assert warm_up(broken, entities=False) is None  # logged, never raised
     assert "model file missing" in caplog.text
+
+
+def test_warm_up_loads_spacy_too_and_logs_its_failure(monkeypatch, caplog):
+    from ctxmgmt import warm_up
+    from ctxmgmt.components import entities
+    from ctxmgmt.testing import HashingEmbedder
+
+    loads: list[tuple[str, ...]] = []
+    ran: list[str] = []
+
+    class Pipeline:
+        def pipe(self, texts, **kwargs):
+            ran.extend(texts)
+            return iter(type("Doc", (), {"ents": ()})() for _ in texts)
+
+    def fake_load(exclude=entities.SPACY_EXCLUDE):
+        loads.append(exclude)
+        return Pipeline()
+
+    monkeypatch.setattr(entities, "load_spacy", fake_load)
+    entities._CACHE.clear()
+    embedder = HashingEmbedder()
+    assert warm_up(embedder) is None
+    assert embedder.calls == [1] and loads and ran  # the pipeline loaded and ran once
+    loads.clear()
+    assert warm_up(embedder, entities=False) is None and not loads
+
+    def broken(exclude=entities.SPACY_EXCLUDE):
+        raise entities.ComponentError("spaCy weights damaged")
+
+    monkeypatch.setattr(entities, "load_spacy", broken)
+    with caplog.at_level("WARNING"):
+        assert warm_up(embedder) is None  # logged, never raised
+    assert "spaCy weights damaged" in caplog.text
 
 
 def test_embedders_declare_their_dimension_without_embedding():

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from ctxmgmt.components import entities
 from ctxmgmt.components.entities import (
     CallableEntityExtractor,
     Entity,
@@ -59,7 +60,43 @@ def test_spacy_entities_of_a_text_do_not_depend_on_its_batch(spacy_extractor):
 
     texts = [t.text for t in load_demo().turns[:40]]
     assert spacy_extractor.per_text
-    assert spacy_extractor.extract(texts) == [spacy_extractor.extract([t])[0] for t in texts]
+    entities._CACHE.clear()  # run each text through the pipeline, not the cache
+    batched = spacy_extractor.extract(texts)
+    singles = []
+    for text in texts:
+        entities._CACHE.clear()
+        singles.append(spacy_extractor.extract([text])[0])
+    assert batched == singles
+
+
+def test_spacy_runs_each_text_once_and_keeps_its_entities(spacy_extractor, monkeypatch):
+    texts = [
+        "Melanie Smith flew to Boston.",
+        "Bob met Melanie in Paris on 3 May.",
+        "Melanie Smith flew to Boston.",
+    ]
+    entities._CACHE.clear()
+    first = spacy_extractor.extract(texts)
+    assert first[0] == first[2] and Entity("Boston", "GPE") in first[0]
+    ran: list[str] = []
+    pipe = spacy_extractor.nlp.pipe
+
+    def counting_pipe(batch, **kwargs):
+        ran.extend(batch)
+        return pipe(batch, **kwargs)
+
+    monkeypatch.setattr(spacy_extractor.nlp, "pipe", counting_pipe)
+    new = "Yesterday Melanie Smith flew from Boston to Paris on 7 May 2023."
+    again = spacy_extractor.extract([*texts, new])
+    assert again[:3] == first and Entity("7 May 2023", "DATE") in again[3]
+    assert ran == [new]  # the others were run once, before
+    places = SpacyEntityExtractor(labels={"GPE"}).extract(texts[:2])
+    assert places == [[e for e in found if e.label == "GPE"] for found in first[:2]]
+    assert ran == [new]  # a label filter reads the same entities
+
+
+def test_spacy_pipeline_has_only_what_ner_needs(spacy_extractor):
+    assert spacy_extractor.nlp.pipe_names == ["ner"]  # the NER of en_core_web_sm embeds with its own tok2vec
 
 
 def test_import_of_the_component_does_not_load_spacy():

@@ -234,3 +234,65 @@ def test_compact_items_are_deduplicated_across_overlapping_windows():
     first = summarizer.summarize([], WINDOW)
     again = summarizer.summarize(first, WINDOW)  # the same turns in the next, overlapping window
     assert again and not set(again) & set(first)  # only the sentences not kept the first time
+
+
+def _reference_summary(s, previous, window_text):
+    """The extractive summary as first written: every pair compared, the memory checked first."""
+    from ctxmgmt.components import summarizer as module
+
+    pairs = module._sentences(module.cap_text(window_text, s.max_input_chars))
+    if s.compact:
+        pairs = [(prefix, module._strip_filler(sentence)) for prefix, sentence in pairs]
+    known = [module.content_words(p) for p in previous]
+    words = [module.content_words(x) for _, x in pairs]
+    n = len(words)
+    sample = range(n)
+    if n > module.CENTRALITY_SAMPLE + 1:
+        sample = sorted(
+            {k * (n - 1) // (module.CENTRALITY_SAMPLE - 1) for k in range(module.CENTRALITY_SAMPLE)}
+        )
+    candidates = []
+    for i, (prefix, sentence) in enumerate(pairs):
+        if len(sentence.split()) < s.min_words or not words[i]:
+            continue
+        full = module.content_words(s._render(prefix, sentence))
+        if any(module.jaccard(full, k) >= s.known_threshold for k in known):
+            continue
+        others = [
+            len(words[i] & words[j]) / len(words[i] | words[j]) if words[j] else 0.0 for j in sample if j != i
+        ]
+        centrality = sum(others) / len(others) if others else 0.0
+        score = module.specifics(sentence) + 3.0 * centrality + min(0.1 * len(words[i]), 1.5)
+        score -= 1.0 if sentence.endswith("?") else 0.0
+        score += module.USER_BONUS if prefix.rstrip().endswith("user:") else 0.0
+        candidates.append((score, i))
+    chosen = sorted(i for _, i in sorted(candidates, key=lambda c: (-c[0], c[1]))[: s.max_sentences])
+    out = []
+    for i in chosen:
+        prefix, sentence = pairs[i]
+        tokens = sentence.split()
+        if len(tokens) > s.max_words:
+            sentence = " ".join(tokens[: s.max_words]) + " ..."
+        out.append(s._render(prefix, sentence))
+    return out
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_summary_equals_the_pairwise_reference_with_a_growing_memory(compact):
+    """Scores from one matrix product and the memory check on the best sentences only: the same items."""
+    from ctxmgmt.data import load_demo
+
+    turns = load_demo().turns
+    s = ExtractiveSummarizer(compact=compact)
+    memory: list[str] = []
+    for start in range(0, len(turns) - 6, 4):
+        text = "\n".join(t.dated_text for t in turns[start : start + 6])
+        items = s.summarize(memory, text)
+        assert items == _reference_summary(s, memory, text)
+        memory.extend(items)
+    long_window = "\n".join(
+        f"user: Item {k} of {k % 7} boxes went to Lyon on day {k % 5}." for k in range(150)
+    )
+    assert s.summarize(memory, long_window) == _reference_summary(
+        s, memory, long_window
+    )  # sampled centrality

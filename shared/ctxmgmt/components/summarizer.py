@@ -12,8 +12,12 @@ import functools
 import logging
 import math
 import re
+import string
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from ctxmgmt.components._coerce import as_component
 from ctxmgmt.components.llm_call import (
@@ -34,6 +38,7 @@ logger = logging.getLogger(__name__)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _LINE = re.compile(r"^(?P<stamp>\[[^\]]*\] )?(?P<speaker>[^:\n]{1,40}): (?P<text>.*)$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d[\d.,:/\-]*")
+_ASCII_LETTERS = frozenset(string.ascii_letters)
 _DATE_WORDS = frozenset(
     """january february march april may june july august september october november december
     jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday
@@ -91,11 +96,12 @@ def numbers(text: str) -> set[str]:
     return set(re.findall(r"\d+", text))
 
 
-def jaccard(a: set[str], b: set[str]) -> float:
-    """Jaccard similarity of two word sets (0 when both are empty)."""
+def jaccard(a: AbstractSet[str], b: AbstractSet[str]) -> float:
+    """Jaccard similarity of two word sets (0 when either is empty)."""
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    common = len(a & b)
+    return common / (len(a) + len(b) - common)  # the union's size, without building it
 
 
 def specific_terms(text: str) -> list[str]:
@@ -108,7 +114,8 @@ def specific_terms(text: str) -> list[str]:
     for sentence in _SENTENCE_END.split(text):
         words = _WORD.findall(sentence)
         for position, word in enumerate(words):
-            if any(ch.isdigit() for ch in word) or word.lower() in _DATE_WORDS:
+            # a _WORD holds a digit exactly when it starts with one (its letters are ASCII)
+            if word[0] not in _ASCII_LETTERS or word.lower() in _DATE_WORDS:
                 terms.append(word.rstrip(".,:/-"))
             elif position > 0 and word[0].isupper() and word not in ("I", "I'm", "I've", "I'd", "I'll"):
                 terms.append(word)
@@ -144,6 +151,41 @@ def _sentences(window_text: str) -> list[tuple[str, str]]:
         elif not raw[:1].isspace():
             prefix = ""
         out.extend((prefix, s.strip()) for s in _SENTENCE_END.split(body) if s.strip())
+    return out
+
+
+def _centrality(words: Sequence[set[str]], rows: Sequence[int], sample: Sequence[int]) -> list[float]:
+    """Mean word overlap (:func:`jaccard`) of each sentence of ``rows`` with the others of ``sample``.
+
+    Every overlap at once, from one matrix product of the sentences' word incidence; each mean
+    is summed in ``sample`` order as Python floats, so it equals the mean of the pairwise
+    :func:`jaccard` values to the last bit (a score tie falls the same way).
+    """
+    if not rows:
+        return []
+    vocabulary: dict[str, int] = {}
+    needed = sorted({*rows, *sample})
+    position = {j: k for k, j in enumerate(needed)}
+    cells: list[tuple[int, int]] = []
+    for k, j in enumerate(needed):
+        for word in words[j]:
+            cells.append((k, vocabulary.setdefault(word, len(vocabulary))))
+    incidence = np.zeros((len(needed), max(1, len(vocabulary))), dtype=np.float32)
+    if cells:
+        at = np.array(cells)
+        incidence[at[:, 0], at[:, 1]] = 1.0
+    row_at = [position[i] for i in rows]
+    sample_at = [position[j] for j in sample]
+    # counts of shared words: exact integers (far below 2**24) in float32
+    common = (incidence[row_at] @ incidence[sample_at].T).astype(np.float64)
+    sizes = np.array([len(words[j]) for j in needed], dtype=np.float64)
+    union = sizes[row_at][:, None] + sizes[sample_at][None, :] - common
+    overlap = np.divide(common, union, out=np.zeros_like(common), where=union > 0)
+    out: list[float] = []
+    for k, i in enumerate(rows):
+        values = overlap[k].tolist()
+        others = [v for j, v in zip(sample, values, strict=True) if j != i]
+        out.append(sum(others) / len(others) if others else 0.0)
     return out
 
 
@@ -219,28 +261,36 @@ class ExtractiveSummarizer:
         pairs = _sentences(cap_text(window_text, self.max_input_chars))
         if self.compact:
             pairs = [(prefix, _strip_filler(sentence)) for prefix, sentence in pairs]
-        known = [content_words(p) for p in previous]
         words = [content_words(s) for _, s in pairs]
         n = len(words)
         sample: Sequence[int] = range(n)  # every sentence while the window has at most 65
         if n > CENTRALITY_SAMPLE + 1:
             sample = sorted({k * (n - 1) // (CENTRALITY_SAMPLE - 1) for k in range(CENTRALITY_SAMPLE)})
+        eligible = [i for i, (_, s) in enumerate(pairs) if words[i] and len(s.split()) >= self.min_words]
+        centrality = _centrality(words, eligible, sample)
         candidates: list[tuple[float, int]] = []
-        for i, (prefix, sentence) in enumerate(pairs):
-            if len(sentence.split()) < self.min_words or not words[i]:
-                continue
-            full = content_words(self._render(prefix, sentence))  # as it would be stored
-            if any(jaccard(full, k) >= self.known_threshold for k in known):
-                continue
-            others = [jaccard(words[i], words[j]) for j in sample if j != i]
-            centrality = sum(others) / len(others) if others else 0.0
-            score = specifics(sentence) + 3.0 * centrality + min(0.1 * len(words[i]), 1.5)
+        for i, mean_overlap in zip(eligible, centrality, strict=True):
+            prefix, sentence = pairs[i]
+            score = specifics(sentence) + 3.0 * mean_overlap + min(0.1 * len(words[i]), 1.5)
             if sentence.endswith("?"):
                 score -= 1.0
             if prefix.rstrip().endswith("user:"):
                 score += USER_BONUS
             candidates.append((score, i))
-        chosen = sorted(i for _, i in sorted(candidates, key=lambda c: (-c[0], c[1]))[: self.max_sentences])
+        # Best first; a sentence the memory already holds is skipped, so only the sentences
+        # read until max_sentences are kept are rendered and compared with the memory.
+        known: list[set[str]] | None = None
+        chosen: list[int] = []
+        for _, i in sorted(candidates, key=lambda c: (-c[0], c[1])):
+            if len(chosen) == self.max_sentences:
+                break
+            if previous:
+                known = known if known is not None else [content_words(p) for p in previous]
+                full = content_words(self._render(*pairs[i]))  # as it would be stored
+                if any(jaccard(full, k) >= self.known_threshold for k in known):
+                    continue
+            chosen.append(i)
+        chosen.sort()
         out: list[str] = []
         for i in chosen:
             prefix, sentence = pairs[i]

@@ -7,6 +7,7 @@ import itertools
 import logging
 import math
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -68,6 +69,8 @@ MAX_FACTS = 3
 LOW_VALUE_LABELS = frozenset({"CARDINAL", "ORDINAL"})
 """Labels shown last ("one", "first" are rarely worth their tokens)."""
 _WORD = re.compile(r"[a-z0-9]+")
+_COLLAPSE_MARK = "\x00collapse"
+"""Where a collapse's line goes in the tier log while its entities are extracted (``_on_add``)."""
 
 
 @dataclass
@@ -306,7 +309,7 @@ class ACMStrategy(Strategy):
         self._summaries: list[SummaryItem] = []
         self._entities: dict[str, EntityRecord] = {}
         self._log: CappedLog[str] = CappedLog(LOG_ENTRIES)
-        self._ahead: dict[int, list[Entity]] = {}  # turn -> entities extracted before it collapses
+        self._collapsed: list[list[int]] = []  # turns collapsed in this _on_add, entities not merged yet
         self.summarize_calls = 0
         self.extract_calls = 0
         self._llm_calls = 0  # reset() forgets the counts of the tiers it drops
@@ -361,8 +364,18 @@ class ACMStrategy(Strategy):
         everything = [*self._turns, *turns]
         tokens = [*self._turn_tokens, *(turn_tokens(self.token_counter, t) for t in turns)]
         start = len(self._turns)
-        for n in range(start + 1, len(everything) + 1):  # one turn at a time: batching never matters
-            self._cascade(everything, tokens, n)
+        # The cascade never reads the entity tier, so the collapses it decides are merged after
+        # it, in their order, from one batched extraction (see _merge_collapsed); the log keeps
+        # their lines in place.
+        log, self._log = self._log, CappedLog(sys.maxsize)  # this call's lines, then appended to the log
+        self._collapsed = []
+        try:
+            for n in range(start + 1, len(everything) + 1):  # one turn at a time: batching never matters
+                self._cascade(everything, tokens, n)
+        finally:
+            entries = list(self._log)
+            self._log = log
+            self._merge_collapsed(everything, entries)
 
     def _cascade(self, turns: Sequence[Turn], tokens: Sequence[int], n: int) -> None:
         verbatim = sum(tokens[self._u_start : n])
@@ -439,11 +452,34 @@ class ACMStrategy(Strategy):
         return " ".join(words[:low]) + " ..." if low else ""
 
     def _collapse(self, turns: Sequence[Turn], indices: list[int]) -> None:
+        """Move turns ``indices`` to the entity tier; :meth:`_merge_collapsed` merges their entities."""
+        del turns
         indices = [i for i in indices if i >= self._e_end]
         if not indices:
             return
         self.extract_calls += 1
-        found = self._entities_of(turns, indices)
+        self._collapsed.append(indices)
+        self._e_end = max(self._e_end, indices[-1] + 1)
+        self._log.append(_COLLAPSE_MARK)  # its line, once its entities are known
+
+    def _merge_collapsed(self, turns: Sequence[Turn], entries: list[str]) -> None:
+        """Merge the entities of the turns collapsed during one ``_on_add``, in order, and log them.
+
+        ``entries`` are that call's log lines, with :data:`_COLLAPSE_MARK` where each collapse's
+        line goes.
+        """
+        collapsed, self._collapsed = self._collapsed, []
+        found = self._entities_of(turns, collapsed) if collapsed else []
+        lines: list[str] = []
+        for indices, entities_of_turns in zip(collapsed, found, strict=True):
+            added = self._merge_entities(turns, indices, entities_of_turns)
+            lines.append(f"collapsed turns {indices[0]}-{indices[-1]} to entities (+{added} new)")
+        collapses = iter(lines)
+        for entry in entries:
+            self._log.append(next(collapses) if entry == _COLLAPSE_MARK else entry)
+
+    def _merge_entities(self, turns: Sequence[Turn], indices: list[int], found: list[list[Entity]]) -> int:
+        """Merge the entities ``found`` in turns ``indices`` into the entity tier; new records added."""
         added = 0
         for index, entities in zip(indices, found, strict=False):
             time = _turn_time(turns[index])
@@ -466,36 +502,46 @@ class ACMStrategy(Strategy):
                 if entity.label not in FACT_LABELS:
                     kept = [f for f in record.facts if f not in facts] + facts
                     record.facts = kept[-MAX_FACTS:]
-        self._e_end = max(self._e_end, indices[-1] + 1)
-        self._log.append(f"collapsed turns {indices[0]}-{indices[-1]} to entities (+{added} new)")
+        return added
 
-    def _entities_of(self, turns: Sequence[Turn], indices: list[int]) -> list[list[Entity]]:
-        """The entities of turns ``indices`` (consecutive), one list per turn.
+    def _entities_of(self, turns: Sequence[Turn], groups: list[list[int]]) -> list[list[list[Entity]]]:
+        """The entities of each group of turns (one list per turn), each turn extracted once.
 
         An extractor whose result for a text does not depend on the other texts of the call
-        (``per_text``, as spaCy's) is asked once for these turns and every later one in
-        ``turns`` not asked yet; the later ones are kept until they collapse. So restoring a
-        long conversation makes one batched call instead of one call per collapse, with the
-        same entities.
+        (``per_text``, as spaCy's) is asked once for every group (restoring a long conversation
+        makes one batched call instead of one call per collapse, with the same entities); any
+        other once per group, as each collapse asked it. A call that fails leaves its turns
+        without entities (they stay in the history), after a per-group retry of a batched call.
         """
-        ahead = self._ahead
-        wanted = list(indices)
-        if getattr(self.entity_extractor, "per_text", False):
-            wanted = [i for i in range(indices[0], len(turns)) if i not in ahead]
-        if wanted:
-            texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in wanted]
-            with meter_calls() as meter:
-                try:
-                    found = self.entity_extractor.extract(texts)
-                except Exception as exc:  # keep the cascade going; the turns stay in history
+        if len(groups) > 1 and getattr(self.entity_extractor, "per_text", False):
+            flat = [i for group in groups for i in group]
+            found = self._extract(turns, flat, log_failure=False)
+            if found is not None:
+                out: list[list[list[Entity]]] = []
+                position = 0
+                for group in groups:
+                    out.append(found[position : position + len(group)])
+                    position += len(group)
+                return out
+        return [self._extract(turns, group) or [[] for _ in group] for group in groups]
+
+    def _extract(
+        self, turns: Sequence[Turn], indices: list[int], *, log_failure: bool = True
+    ) -> list[list[Entity]] | None:
+        """The entities of turns ``indices`` in one extractor call; None if it failed."""
+        texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in indices]
+        found: list[list[Entity]] | None
+        with meter_calls() as meter:
+            try:
+                found = list(self.entity_extractor.extract(texts))
+            except Exception as exc:  # keep the cascade going; the turns stay in history
+                if log_failure:
                     logger.warning(
                         "entity extractor failed on turns %d-%d (%s)", indices[0], indices[-1], exc
                     )
-                    found = [[] for _ in indices]
-                    wanted = list(indices)
-            self._llm_calls += meter.calls_of(self.entity_extractor, uses=len(texts))
-            ahead.update(zip(wanted, found, strict=False))
-        return [ahead.pop(i, []) for i in indices]
+                found = None
+        self._llm_calls += meter.calls_of(self.entity_extractor, uses=len(texts))
+        return found
 
     def _on_reset(self) -> None:
         self._init_tiers()
@@ -788,7 +834,7 @@ class ACMStrategy(Strategy):
         self.config = self.config_class.build(self.config, token_budget=int(saved))
         self._u_start = int(state["u_start"])
         self._e_end = int(state["e_end"])
-        self._ahead = {}
+        self._collapsed = []
         self._lexical = BM25Index()
         for turn in self._turns:  # a word count per turn: rebuilt, not stored
             self._lexical.add(turn.text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Sequence
@@ -153,6 +154,15 @@ class SWinConfig(MemoryConfig):
             )
 
 
+@functools.lru_cache(maxsize=4096)
+def _features(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(content words, numbers) of a memory item's ``text``: compared with every new item.
+
+    Kept for the 4,096 texts asked last, so each stored item is read once, not once per new item.
+    """
+    return frozenset(content_words(text)), frozenset(numbers(text))
+
+
 def _label(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -293,10 +303,11 @@ class SWinStrategy(Strategy):
 
     def score(self, item: MemoryItem) -> tuple[float, float, float]:
         """(retention score, recency, salience) of ``item`` now (see the class docstring)."""
+        config = self.config
         age = max(0, self._last_serial - item.last_window)
-        recency = 0.5 ** (age / self.half_life)
+        recency = 0.5 ** (age / config.half_life)
         sal = salience(item.text, item.hits - 1)
-        return self.recency_weight * recency + (1 - self.recency_weight) * sal, recency, sal
+        return config.recency_weight * recency + (1 - config.recency_weight) * sal, recency, sal
 
     # -- windows ---------------------------------------------------------------------------
     def _on_add(self, turns: list[Turn]) -> None:
@@ -352,12 +363,13 @@ class SWinStrategy(Strategy):
             text = " ".join(str(raw).split())
             if not text:
                 continue
-            words, digits = content_words(text), numbers(text)
+            words, digits = _features(text)
             best, best_sim = None, 0.0
             for item in self._items:
-                if numbers(item.text) != digits:  # "Bob is 40" and "Bob is 41" are two facts
+                item_words, item_digits = _features(item.text)
+                if item_digits != digits:  # "Bob is 40" and "Bob is 41" are two facts
                     continue
-                sim = jaccard(words, content_words(item.text))
+                sim = jaccard(words, item_words)
                 if sim > best_sim:
                     best, best_sim = item, sim
             if best is not None and (best_sim >= self.dedup_threshold or text == best.text):
@@ -384,9 +396,13 @@ class SWinStrategy(Strategy):
 
     def _forget(self, serial: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
+        if len(self._items) <= self.gamma:
+            return out
+        # nothing a score reads changes while items go: score them once
+        scored = [(self.score(item), item) for item in self._items]
         while len(self._items) > self.gamma:
-            scored = [(self.score(item), item) for item in self._items]
-            (score, recency, sal), victim = min(scored, key=lambda s: (s[0][0], s[1].window))
+            pick = min(range(len(scored)), key=lambda k: (scored[k][0][0], scored[k][1].window))
+            (score, recency, sal), victim = scored.pop(pick)
             self._items.remove(victim)
             record = {
                 "text": victim.text,
@@ -509,8 +525,7 @@ class SWinStrategy(Strategy):
         verbatim = list(range(first, n))
         query_words = content_words(query)
         priority = {
-            id(i): scores[id(i)][0] + QUERY_WEIGHT * jaccard(query_words, content_words(i.text))
-            for i in items
+            id(i): scores[id(i)][0] + QUERY_WEIGHT * jaccard(query_words, _features(i.text)[0]) for i in items
         }
         kept = list(items)
         dropped_items: list[MemoryItem] = []

@@ -160,7 +160,8 @@ class Conversation(Generic[T]):
         codec: How the caller's messages map to the core.
         store: Where derived state persists; None = only in this process.
         index_seconds: Seconds of derivation per call before the rest is left for later calls;
-            default :data:`INDEX_SECONDS` (0.25 s); None = derive everything in every call.
+            default :data:`INDEX_SECONDS` (0.25 s), or the strategy's ``derive_seconds`` when
+            longer (SWin, ACM: 3 s); None = derive everything in every call.
 
     Attributes:
         store: The store the conversation was created with (its stored state may work without
@@ -184,7 +185,11 @@ class Conversation(Generic[T]):
         index_seconds: float | None | Literal["default"] = "default",
     ) -> None:
         self.key = key
-        self.index_seconds = INDEX_SECONDS if index_seconds == "default" else index_seconds
+        if index_seconds == "default":
+            index_seconds = INDEX_SECONDS
+            if index_seconds is not None:
+                index_seconds = max(index_seconds, strategy.derive_seconds)
+        self.index_seconds = index_seconds
         self.strategy = strategy
         self.codec = codec
         self.store = store

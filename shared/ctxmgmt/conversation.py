@@ -333,14 +333,18 @@ class Conversation(Generic[T]):
         """Start a new conversation that remembers this one (SWin's ``new_session``).
 
         With ``originals`` (the whole history being closed), every turn of it is derived first,
-        the last one included. The strategy then keeps its derived memory but no turns; the
-        stored state is replaced by the carried-over state when the next turn is written.
+        the last one included; without, the turns still waiting to be derived are. The strategy
+        then keeps its derived memory but no turns; the stored state is replaced by the
+        carried-over state when the next turn is written. Background work for the closed
+        history is cancelled first: it never re-adds its turns.
         """
         _WORKER.cancel(self)
         with self.lock:
             self._generation += 1
             if originals is not None:
                 self._catch_up(list(self.history.update(originals).turns), None, deadline=False)
+            elif self._pending is not None:
+                self._derive(*self._pending, None, None)
             self._forget_backlog()
             self.strategy.new_session()
             self.state.detach_history()

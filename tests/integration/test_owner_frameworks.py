@@ -1,0 +1,168 @@
+"""One owner for a conversation's state, through the frameworks and on real SQLite (issue 33).
+
+Items 3 (``clear_session`` undone by an evicted conversation), 5 (``erase(redact_with=...)`` of an
+older message rewrites the store at once), 10 (queued background work bounded by
+``max_sessions``) and 11 (``new_session`` during a backlog keeps the carried memory). The
+background worker is held inside a step by a gated embedder, so nothing depends on timing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import Memory
+
+import ctxmgmt.conversation as conversation_module
+from ctxmgmt.testing import HashingEmbedder
+from llamaindex_ctxmgmt import (
+    KadaneDialBlock,
+    SWinSummaryBlock,
+    TopicThreadBlock,
+    erase_from_blocks,
+    flush_early,
+)
+
+SECRET = "4417-2290"
+
+
+class GatedEmbedder(HashingEmbedder):
+    """Batches embedded by the background worker wait for ``gate`` (a slow model, held still)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+
+    def embed(self, texts: Any) -> np.ndarray:
+        if threading.current_thread().name == "ctxmgmt-backlog":
+            self.waiting.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().embed(texts)
+
+
+@pytest.fixture
+def one_turn_per_call(monkeypatch):
+    """Calls derive a few turns and leave the rest to the background worker (a slow machine)."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 10.0
+        return now[0]
+
+    monkeypatch.setattr(conversation_module, "INDEX_SECONDS", 0.01)
+    monkeypatch.setattr(conversation_module, "_monotonic", clock)
+
+
+def rows_with(path: Any, text: str) -> int:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT data FROM ctxmgmt_records").fetchall()
+    return sum(text.encode() in bytes(r[0]) for r in rows)
+
+
+def session_rows(path: Any) -> int:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT count(*) FROM ctxmgmt_records").fetchone()[0]
+
+
+def turns(n: int, secret_at: int = 3) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for i in range(n):
+        text = f"My PIN is {SECRET}." if i == secret_at else f"note {i} about topic {i % 9}"
+        out += [ChatMessage(role="user", content=text), ChatMessage(role="assistant", content=f"ok {i}")]
+    return out
+
+
+async def test_clear_session_is_not_undone_by_an_evicted_conversation(tmp_path, one_turn_per_call):
+    embedder = GatedEmbedder()
+    block = KadaneDialBlock(embed_model=embedder, store=f"sqlite:///{tmp_path / 'b.db'}", max_sessions=2)
+    await block.aput(turns(60), session_id="victim")
+    await block.aget([ChatMessage(role="user", content="what is my PIN?")], session_id="victim")
+    assert embedder.waiting.wait(10)  # the worker is inside a step of the victim
+    for other in ("a", "b"):  # two other sessions evict the victim
+        await block.aput(turns(2), session_id=other)
+        await block.aget([ChatMessage(role="user", content="hi")], session_id=other)
+    block.clear_session("victim")
+    assert rows_with(tmp_path / "b.db", SECRET) == 0
+    embedder.gate.set()
+    time.sleep(1.0)  # the step under way ends; the evicted copy must not write it back
+    assert rows_with(tmp_path / "b.db", SECRET) == 0
+    assert "victim" not in block._conversations()
+
+
+@pytest.mark.parametrize("block_class", [SWinSummaryBlock, TopicThreadBlock])
+async def test_redacting_an_older_message_rewrites_the_store_at_once(tmp_path, block_class):
+    path = tmp_path / "r.db"
+    kwargs: dict[str, Any] = {"store": f"sqlite:///{path}"}
+    if block_class is TopicThreadBlock:
+        kwargs["embed_model"] = HashingEmbedder()
+    else:
+        kwargs.update(window=2, overlap=0)
+    memory = Memory.from_defaults(
+        session_id="u1",
+        memory_blocks=[block_class(**kwargs)],
+        async_database_uri="sqlite+aiosqlite:///:memory:",
+        **flush_early(40),
+    )
+    history = turns(8, secret_at=1)
+    for k in range(0, len(history), 2):
+        await memory.aput_messages(history[k : k + 2])
+    await memory.aput(ChatMessage(role="user", content="What is my PIN?"))
+    await memory.aget()
+    assert rows_with(path, SECRET) > 0
+    assert await erase_from_blocks(memory, SECRET, redact_with="[redacted]") == 1
+    assert rows_with(path, SECRET) == 0  # before any further get
+    block = memory.memory_blocks[0]
+    assert SECRET not in str(block.conversation("u1").strategy.to_state())
+    assert SECRET not in str([m.text for t in block.conversation("u1").history.turns for m in t.messages])
+
+
+def test_queued_background_work_counts_against_max_sessions(one_turn_per_call):
+    from langchain_ctxmgmt import KadaneDialSelector
+
+    embedder = GatedEmbedder()
+    selector = KadaneDialSelector(embedder=embedder, max_sessions=3)
+    history = [m for i in range(40) for m in (HumanMessage(f"note {i}"), AIMessage(f"ok {i}"))]
+    try:
+        for user in range(10):
+            selector.invoke(
+                [*history, HumanMessage("what about note 3?")], {"configurable": {"thread_id": f"u{user}"}}
+            )
+        worker = conversation_module._WORKER
+        with worker._cond:
+            queued = list(worker._queue)
+        assert len(queued) <= 3 and not any(c.closed for c in queued)  # evicted ones were dropped
+    finally:
+        embedder.gate.set()
+
+
+def test_new_session_during_a_backlog_keeps_the_carried_memory(one_turn_per_call):
+    from langchain_ctxmgmt import SWinSummaryBuffer
+
+    def memory_with_history(derive_all: bool) -> SWinSummaryBuffer:
+        memory = SWinSummaryBuffer(window=2, overlap=0)
+        if derive_all:
+            memory._conversation().index_seconds = None
+        for i in range(60):  # a long history already in the chat history (a restart)
+            memory.chat_memory.add_messages(
+                [HumanMessage(f"I visited city number {i} on my trip"), AIMessage(f"city {i} noted")]
+            )
+        memory.load_memory_variables({"input": "where did I go?"})
+        return memory
+
+    waited = memory_with_history(derive_all=True)
+    waited.new_session()
+    memory = memory_with_history(derive_all=False)
+    conversation = memory._conversation()
+    assert conversation.backlog > 0
+    memory.new_session()
+    carried = conversation.strategy.to_state()
+    assert carried == waited._conversation().strategy.to_state()  # as if it had waited first
+    assert conversation.wait_derived(timeout=10) and conversation.backlog == 0
+    assert conversation.strategy.to_state() == carried and len(conversation.strategy) == 0

@@ -13,7 +13,7 @@ import json
 import numbers
 from collections.abc import Iterable, Mapping
 
-from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
+from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter, valid_count
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.types import Message, Turn
 
@@ -54,7 +54,7 @@ def media_block_tokens(counter: TokenCounter, kind: str) -> int:
     """
     own = getattr(counter, "media_tokens", None)
     if own and kind in own:
-        return int(own[kind])
+        return valid_count(own[kind], counter, f"<{kind} block>")
     return MEDIA_TOKENS.get(kind, FILE_TOKENS)
 
 

@@ -28,6 +28,7 @@ from langchain_core.messages import (
 from ctxmgmt import InvalidMessageError, Message
 from ctxmgmt.conversation import Codec
 from ctxmgmt.timestamps import timestamp_text
+from ctxmgmt.tool_args import args_snapshot
 from ctxmgmt.types import EMPTY_MESSAGE_TEXT, block_text
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
@@ -242,8 +243,8 @@ def _part_snapshot(part: Any) -> Any:
         kind = part.get("type")
         if kind == "text" or kind in _MEDIA_BLOCKS:
             return (kind, part.get("text"), part.get("mime_type"))
-        return repr(part)
-    return part if isinstance(part, str) else repr(part)
+        return args_snapshot(part)
+    return part if isinstance(part, str) else args_snapshot(part)
 
 
 def snapshot(message: BaseMessage) -> Any:
@@ -252,13 +253,19 @@ def snapshot(message: BaseMessage) -> Any:
     Its class (the role), its content (text parts as they are, media parts by kind, other
     blocks by value), ``name``, an AI message's tool calls, a tool result's ``tool_call_id`` and
     ``additional_kwargs["timestamp"]``: an in-place edit of any of them is converted again.
+    Blocks and tool-call arguments are read through :func:`ctxmgmt.tool_args.args_snapshot`
+    (bounded, iterative), so deep or huge arguments cost little on every call.
     """
     content: Any = message.content
     if not isinstance(content, str):
-        content = tuple(_part_snapshot(p) for p in content) if isinstance(content, list) else repr(content)
+        content = (
+            tuple(_part_snapshot(p) for p in content) if isinstance(content, list) else args_snapshot(content)
+        )
     if isinstance(message, AIMessage):
         calls = message.tool_calls
-        extra: Any = tuple((c.get("id"), c.get("name"), repr(c.get("args"))) for c in calls) if calls else ()
+        extra: Any = (
+            tuple((c.get("id"), c.get("name"), args_snapshot(c.get("args"))) for c in calls) if calls else ()
+        )
     else:
         extra = getattr(message, "tool_call_id", None)
     return (type(message), content, message.name, extra, (message.additional_kwargs or {}).get("timestamp"))

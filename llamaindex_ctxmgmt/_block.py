@@ -27,6 +27,7 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context
 from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
 from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError, InvalidMessageError
+from ctxmgmt.framing import memory_region
 from ctxmgmt.offload import run_blocking_for
 from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.keys import compose_key
@@ -64,8 +65,9 @@ class StrategyMemoryBlock(Copies, SelectionRecord, BaseMemoryBlock[Any]):
         strategy's ``memory_role`` (user by default; :mod:`ctxmgmt.framing`).
 
         ``"text"``: a ``speaker: text`` transcript of the selected turns (after ``text_header``),
-        escaped so that no line can close ``Memory``'s tags. ``Memory`` renders it inside
-        ``<name>...</name>`` in its memory template, into the system message
+        escaped so that no line can close ``Memory``'s tags, inside the memory tags whose
+        per-process marker no text can write (:data:`ctxmgmt.framing.MEMORY_TAG`). ``Memory``
+        renders it inside ``<name>...</name>`` in its memory template, into the system message
         (``InsertMethod.SYSTEM``, Memory's default) or the latest user message
         (``InsertMethod.USER``). Use it for providers that reject old tool messages or require
         strict role alternation, with ``InsertMethod.USER``: in the system message, text the user
@@ -379,7 +381,8 @@ class StrategyMemoryBlock(Copies, SelectionRecord, BaseMemoryBlock[Any]):
             body = render_context(context, names=(self.name,))
             if not body:
                 return ""
-            return f"{self.text_header}\n{body}" if self.text_header else body
+            region = memory_region(body)  # its closing tag holds the marker: text cannot forge it
+            return f"{self.text_header}\n{region}" if self.text_header else region
         # Shallow copies: Memory may reassign a returned message's blocks when it inserts text.
         return [m.model_copy() for m in messages]
 

@@ -36,6 +36,7 @@ from ctxmgmt.conversation import Codec
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import escape_data
 from ctxmgmt.timestamps import timestamp_text
+from ctxmgmt.tool_args import args_snapshot, bound_call, is_cut
 from ctxmgmt.types import EMPTY_MESSAGE_TEXT, Message, block_text, clean_text
 
 ROLE_MAP: dict[str, str] = {
@@ -131,13 +132,31 @@ def _get(obj: Any, *names: str) -> Any:
 
 
 def _jsonable(value: Any) -> Any:
+    """``value`` as JSON can write it (a pydantic model dumped, anything else unknown as its str)."""
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        try:
+            value = value.model_dump()
+        except Exception:  # a model that cannot dump itself is written as its str
+            return str(value)
     try:
         json.dumps(value)
     except (TypeError, ValueError):
-        if hasattr(value, "model_dump"):
-            return _jsonable(value.model_dump())
         return str(value)
     return value
+
+
+def _call(call_id: Any, name: Any, args: Any) -> dict[str, Any]:
+    """A plain call dict with bounded arguments (:func:`ctxmgmt.tool_args.bound_call`).
+
+    Arguments are made JSON-writable only once they are known to be small and shallow, so deep
+    or huge arguments are never serialised in full (nor recursed into).
+    """
+    if hasattr(args, "model_dump") and callable(args.model_dump):
+        args = _jsonable(args)
+    call = bound_call({"id": str(call_id or ""), "name": str(name or ""), "args": args})
+    if not is_cut(call):
+        call["args"] = _jsonable(call["args"])
+    return call
 
 
 def tool_call_dict(call: Any) -> dict[str, Any]:
@@ -148,7 +167,7 @@ def tool_call_dict(call: Any) -> dict[str, Any]:
     (``{"id", "name", "input"}``).
     """
     if isinstance(call, ToolCallBlock):
-        return {"id": call.tool_call_id or "", "name": call.tool_name, "args": _jsonable(call.tool_kwargs)}
+        return _call(call.tool_call_id, call.tool_name, call.tool_kwargs)
     function = _get(call, "function")
     name = _get(call, "name", "tool_name")
     args = _get(call, "args", "arguments", "tool_kwargs", "input")
@@ -156,11 +175,7 @@ def tool_call_dict(call: Any) -> dict[str, Any]:
         name = name or _get(function, "name")
         args = args if args is not None else _get(function, "arguments")
     call_id = _get(call, "id", "tool_id", "tool_call_id")
-    return {
-        "id": str(call_id or ""),
-        "name": str(name or ""),
-        "args": _jsonable(args if args is not None else {}),
-    }
+    return _call(call_id, name, args if args is not None else {})
 
 
 def to_message(message: ChatMessage, *, allow_empty: bool = False) -> Message:
@@ -308,9 +323,9 @@ def render_context(context: Context, *, include_current: bool = False, names: Se
 
 def _block_snapshot(block: Any) -> Any:
     if isinstance(block, ToolCallBlock):
-        return (ToolCallBlock, block.tool_call_id, block.tool_name, repr(block.tool_kwargs))
+        return (ToolCallBlock, block.tool_call_id, block.tool_name, args_snapshot(block.tool_kwargs))
     if isinstance(block, CitableBlock):
-        return (CitableBlock, repr(block.content))
+        return (CitableBlock, args_snapshot(block.content))
     return (type(block), getattr(block, "text", None))
 
 
@@ -323,10 +338,10 @@ def snapshot(message: ChatMessage) -> Any:
     """
     blocks = message.blocks
     if type(blocks) is not list:
-        return repr(blocks)
+        return args_snapshot(blocks)
     kwargs = message.additional_kwargs
     extra = (
-        (repr(kwargs.get("tool_calls")), kwargs.get("tool_call_id"), kwargs.get("timestamp"))
+        (args_snapshot(kwargs.get("tool_calls")), kwargs.get("tool_call_id"), kwargs.get("timestamp"))
         if kwargs
         else None
     )

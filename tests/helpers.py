@@ -77,7 +77,7 @@ def memory_body(content: Any) -> str | None:
 
     Summaries, entity tiers and topic outlines reach the model as
     :func:`ctxmgmt.framing.memory_message`: :data:`~ctxmgmt.framing.MEMORY_LEAD_IN`, then the
-    block inside ``<memory>...</memory>``.
+    block inside the :data:`~ctxmgmt.framing.MEMORY_TAG` tags.
     """
     text = content if isinstance(content, str) else ""
     if text.startswith(MEMORY_HEAD) and text.endswith(MEMORY_TAIL):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ctxmgmt.budget import check_budget
 from ctxmgmt.components.decider import LLMDecider
 from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS
 from ctxmgmt.components.summarizer import LLMSummarizer
@@ -272,8 +273,9 @@ def check_values(
 
     ``budget`` is ``(adapter name, value)`` of the adapter's budget; when the strategy has a
     budget parameter it is validated as that parameter under the adapter's name (None takes
-    the parameter's default). With ``known`` (the adapter's field names), any other name in
-    ``values`` is an error.
+    the parameter's default), otherwise as any budget (:func:`ctxmgmt.budget.check_budget`: a
+    positive int or None; ``True``, ``2.5``, NaN and ``"100"`` are refused). With ``known``
+    (the adapter's field names), any other name in ``values`` is an error.
 
     Raises:
         ConfigurationError: a value is invalid (the message names the adapter's parameter),
@@ -293,10 +295,12 @@ def check_values(
     names = {p.name for p in config_class.params() if not p.budget}
     params = {k: v for k, v in values.items() if k in names}
     own = budget_param(strategy_class)
-    if own is not None and budget is not None:
+    if budget is not None and budget[1] is not None:
         label, value = budget
-        if value is not None:
+        if own is not None:
             params[own.name] = dataclasses.replace(own, name=label).validate(value)
+        else:  # the adapter's own budget: the same rule on every surface (before pydantic coerces it)
+            check_budget(value, name=label)
     return config_class.build(**params)
 
 

@@ -10,11 +10,13 @@ it names. Budgets therefore include media, so a selection with images respects t
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from collections.abc import Iterable, Mapping
 
-from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
+from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter, valid_count
 from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.tool_args import CUT_KEY, SIZE_KEY, is_cut
 from ctxmgmt.types import Message, Turn
 
 IMAGE_TOKENS = 765
@@ -54,20 +56,28 @@ def media_block_tokens(counter: TokenCounter, kind: str) -> int:
     """
     own = getattr(counter, "media_tokens", None)
     if own and kind in own:
-        return int(own[kind])
+        return valid_count(own[kind], counter, f"<{kind} block>")
     return MEDIA_TOKENS.get(kind, FILE_TOKENS)
 
 
 def message_tokens(counter: TokenCounter, message: Message) -> int:
     """Tokens of one message: text, tool calls, media blocks, plus ``MESSAGE_OVERHEAD`` (4).
 
-    Each media block counts one estimate (:func:`media_block_tokens`).
+    Each media block counts one estimate (:func:`media_block_tokens`). Tool calls count as their
+    JSON; a call whose arguments were cut (:func:`ctxmgmt.tool_args.bound_call`) adds the
+    tokens of the rest of its arguments, estimated at the rate of the head kept (tokens per
+    character), so a 20 MB argument is never tokenized yet still weighs what it will cost.
     """
     n = counter.count(message.text) + MESSAGE_OVERHEAD
     for kind in message.media:
         n += media_block_tokens(counter, kind)
     if message.tool_calls:
         n += counter.count(json.dumps(list(message.tool_calls), sort_keys=True, default=str))
+        for call in message.tool_calls:
+            if is_cut(call):
+                head = str(call["args"].get(CUT_KEY, "")) or " "
+                rest = max(0, int(call[SIZE_KEY]) - len(head))
+                n += math.ceil(counter.count(head) * rest / len(head))
     return n
 
 

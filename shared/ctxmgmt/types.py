@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ctxmgmt.exceptions import InvalidMessageError
 from ctxmgmt.framing import one_entry, speaker_label
+from ctxmgmt.tool_args import CUT_KEY, SIZE_KEY, bound_call
 
 Role = Literal["user", "assistant", "system", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
@@ -110,6 +111,13 @@ def _clean_value(value: Any) -> Any:
     return value
 
 
+def _call_args(call: dict[str, Any]) -> str:
+    """A call's arguments as :meth:`Message.render` shows them (a cut call: its JSON head and size)."""
+    if SIZE_KEY in call:
+        return f"{call['args'].get(CUT_KEY, '')} [{call[SIZE_KEY]:,} characters]"
+    return str(call.get("args", ""))
+
+
 SEEN_MARK = "seen "
 """Marks a first-seen stamp in :attr:`Turn.dated_text` (``[seen 2026-11-25] user: ...``): a
 summariser anchors relative dates with it but, unlike a message's own timestamp, does not copy
@@ -134,6 +142,9 @@ class Message:
             media.
         name: Optional speaker name (e.g. ``"Caroline"``); shown in turn text.
         tool_calls: Tool calls an assistant message makes, as plain dicts with at least ``id``.
+            Arguments deeper than 20 levels or longer than 24,000 characters of JSON are kept
+            as the head of their JSON text and their size (:func:`ctxmgmt.tool_args.bound_call`):
+            only the memory's copy, which it scores and counts; the caller's message is sent.
         tool_call_id: For a tool message, the id of the call it answers.
         timestamp: Optional free-form time (ISO string or a session date such as
             ``"1:56 pm on 8 May, 2023"``); shown in turn text and part of the turn's
@@ -180,6 +191,16 @@ class Message:
             raise InvalidMessageError(
                 f"{self.role} message content must be a string, got {type(self.text).__name__}"
             )
+        if self.tool_calls:  # bounded before anything walks them (:mod:`ctxmgmt.tool_args`)
+            if not isinstance(self.tool_calls, list | tuple) or not all(
+                isinstance(c, dict) for c in self.tool_calls
+            ):
+                raise InvalidMessageError(f"tool_calls must be a tuple of dicts, got {self.tool_calls!r:.80}")
+            bounded = tuple(bound_call(c) for c in self.tool_calls)
+            if type(self.tool_calls) is not tuple or any(
+                b is not c for b, c in zip(bounded, self.tool_calls, strict=True)
+            ):
+                object.__setattr__(self, "tool_calls", bounded)
         for name in ("text", "name", "timestamp", "tool_call_id", "tool_calls", "metadata", "seen"):
             value = getattr(self, name)
             cleaned = _clean_value(value)
@@ -227,9 +248,7 @@ class Message:
             stamp = ""
         calls = ""
         if self.tool_calls:
-            calls = " " + " ".join(
-                f"<call {c.get('name', '')}({c.get('args', '')})>" for c in self.tool_calls
-            )
+            calls = " " + " ".join(f"<call {c.get('name', '')}({_call_args(c)})>" for c in self.tool_calls)
         text = self.text
         if self.media:
             markers = " ".join(f"[{kind}]" for kind in self.media)

@@ -17,7 +17,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from ctxmgmt.framing import MEMORY_LEAD_IN
+from ctxmgmt.framing import MEMORY_LEAD_IN, MEMORY_TAG
 from langchain_ctxmgmt import ACMTieredMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
 from llamaindex_ctxmgmt import ACMTieredBuffer, SWinSummaryBlock, SWinSummaryBuffer
@@ -65,7 +65,8 @@ def assert_lc_safe(received: list[BaseMessage]) -> None:
     ]
     assert memory, "the memory reached the model as a framed user message"
     for message in memory:
-        assert str(message.content).count("<memory>") == 1 and str(message.content).count("</memory>") == 1
+        assert str(message.content).count(f"<{MEMORY_TAG}>") == 1
+        assert str(message.content).count(f"</{MEMORY_TAG}>") == 1
 
 
 def lc_middlewares(answer: str) -> dict[str, Any]:
@@ -116,9 +117,8 @@ def assert_li_safe(sent: list[ChatMessage]) -> None:
     memory = [m for m in sent if (m.content or "").startswith(MEMORY_LEAD_IN)]
     assert memory and all(m.role == MessageRole.USER for m in memory)
     for message in memory:
-        assert (message.content or "").count("<memory>") == 1 and (message.content or "").count(
-            "</memory>"
-        ) == 1
+        assert (message.content or "").count(f"<{MEMORY_TAG}>") == 1
+        assert (message.content or "").count(f"</{MEMORY_TAG}>") == 1
 
 
 @pytest.mark.parametrize("strategy", ["swin", "acm"])

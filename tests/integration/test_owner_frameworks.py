@@ -166,3 +166,76 @@ def test_new_session_during_a_backlog_keeps_the_carried_memory(one_turn_per_call
     assert carried == waited._conversation().strategy.to_state()  # as if it had waited first
     assert conversation.wait_derived(timeout=10) and conversation.backlog == 0
     assert conversation.strategy.to_state() == carried and len(conversation.strategy) == 0
+
+
+def test_a_forked_worker_answers_with_the_real_model_while_the_parent_derives(default_embedder, monkeypatch):
+    """gunicorn-style: a process with a backlog (the worker inside torch) forks; the child answers,
+    derives the rest with its own worker and exits cleanly (torch's thread pool does not survive a
+    fork: the child runs it on one thread)."""
+    import os
+
+    from llamaindex_ctxmgmt import KadaneDialMemory
+
+    monkeypatch.setattr(conversation_module, "INDEX_SECONDS", 0.0)
+    memory = KadaneDialMemory.from_defaults(embed_model=default_embedder, token_limit=10**6)
+    memory.put_messages(turns(40))
+    memory.get(input="what is my PIN?")
+    conversation = memory._conversation()
+    assert conversation.backlog > 0
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            text = " ".join(str(m.content) for m in memory.get(input="what is my PIN?"))
+            done = conversation.wait_derived(timeout=60)
+            code = 0 if SECRET in text and done else 2
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(code)
+    os.close(write)
+    try:
+        status = os.read(read, 1)
+    finally:
+        os.close(read)
+        _, exit_status = os.waitpid(pid, 0)
+    assert status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
+
+
+EXIT_SCRIPT = """
+import sys, time
+import ctxmgmt.conversation as cm
+from ctxmgmt.store import SQLiteStore
+from llama_index.core.base.llms.types import ChatMessage
+from llamaindex_ctxmgmt import {memory}
+memory = {memory}.from_defaults(store=SQLiteStore(sys.argv[1]))
+memory._conversation().index_seconds = 0.0  # the rest is left to the background worker (a slow machine)
+for i in range(80):
+    memory.put_messages([ChatMessage(role="user", content=f"note {{i}} about topic {{i % 7}}"),
+                         ChatMessage(role="assistant", content=f"ok {{i}}")])
+memory.get(input="what about topic 3?")
+assert memory._conversation().backlog > 0
+print("last statement", flush=True)
+"""
+
+
+@pytest.mark.parametrize("memory", ["KadaneDialMemory", "ACMTieredBuffer"])
+def test_a_process_that_exits_while_the_worker_derives_exits_cleanly(memory, tmp_path):
+    """The worker is inside torch or spaCy when the script ends: the process exits with 0
+    (before: a daemon thread in native code while the interpreter finalised could abort it)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "exit.db"
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT.format(memory=memory), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "last statement" in done.stdout
+    with sqlite3.connect(path) as db:
+        assert (
+            db.execute("SELECT count(*) FROM ctxmgmt_records").fetchone()[0] > 0
+        )  # what was derived is kept

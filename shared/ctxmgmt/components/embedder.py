@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import os
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -171,13 +172,21 @@ def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
 _MODEL_LOCK = threading.Lock()
 
 
-def _new_model_lock() -> None:
-    """A forked child's model lock: a thread of the parent may have held it at the fork."""
+def _after_fork_in_child() -> None:
+    """A forked child gets a new model lock and runs torch on one thread.
+
+    A thread of the parent may have held the lock at the fork; torch's OpenMP pool does not
+    survive a fork, and a child that used it hung in its first forward pass (gunicorn and
+    multiprocessing workers run about one process per core anyway).
+    """
     global _MODEL_LOCK
     _MODEL_LOCK = threading.Lock()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
-os.register_at_fork(after_in_child=_new_model_lock)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 FROZEN_MAX_TEXTS = 8
 """Calls with up to this many texts use the frozen graph; larger batches use ``encode``,

@@ -46,6 +46,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ctxmgmt.backlog import BacklogIndex
 from ctxmgmt.budget import turn_tokens
+from ctxmgmt.components.embedder import SentenceTransformerEmbedder
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import ConvertedHistory
 from ctxmgmt.copying import deep_copy
@@ -386,11 +387,10 @@ class Conversation(Generic[T]):
         if not self.backlog:
             self._backlog_index = None
             return None
-        if self._backlog_index is None:
-            import os as _os
-
-            q = getattr(self.strategy, "embedder", None) if _os.environ.get("CTX_BQ") == "minilm" else None
-            self._backlog_index = BacklogIndex(self.strategy.token_counter, q)
+        if self._backlog_index is None:  # MiniLM embeds the questions when the strategy uses it
+            embedder = getattr(self.strategy, "embedder", None)
+            bundled = isinstance(embedder, SentenceTransformerEmbedder) and embedder.model_path is None
+            self._backlog_index = BacklogIndex(self.strategy.token_counter, embedder if bundled else None)
         self._backlog_index.update(past, self.history.chains(len(past)))
         return self._backlog_index
 

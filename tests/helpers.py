@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, settings
 from langchain_core.messages import HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import MessageRole
@@ -15,6 +17,7 @@ from llama_index.core.base.llms.types import MessageRole
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt.framing import MEMORY_LEAD_IN, MEMORY_TAG
+from ctxmgmt.testing import HashingEmbedder
 
 LI_MEMORIES = [
     li.KadaneDialMemory,
@@ -115,3 +118,23 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+class GatedEmbedder(HashingEmbedder):
+    """A HashingEmbedder whose background batches wait for ``gate``: a slow model, held still.
+
+    Batches of at least ``min_texts`` texts embedded on the background worker's thread
+    (``ctxmgmt-backlog``) set ``waiting`` and wait until the test sets ``gate`` (30 s at most).
+    """
+
+    def __init__(self, min_texts: int = 1) -> None:
+        super().__init__()
+        self.min_texts = min_texts
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+
+    def embed(self, texts: Any) -> np.ndarray:
+        if len(texts) >= self.min_texts and threading.current_thread().name == "ctxmgmt-backlog":
+            self.waiting.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().embed(texts)

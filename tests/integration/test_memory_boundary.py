@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 
@@ -31,6 +31,7 @@ from ctxmgmt.framing import MEMORY_LEAD_IN, MEMORY_TAG, frame_memory
 from langchain_ctxmgmt import SWinSummaryMiddleware
 from langchain_ctxmgmt.testing import RecordingChatModel
 from llamaindex_ctxmgmt import KadaneDialBlock, SWinSummaryBlock, SWinSummaryBuffer
+from tests.integration.test_framing_frameworks import lc_history, li_history
 from tests.unit.test_prompt_safety import CASES, skeleton, tag_counts
 
 MARKER = getattr(framing, "MEMORY_MARKER", "")
@@ -57,23 +58,6 @@ def assert_unforgeable(text: str, *, blocks: int = 1) -> list[str]:
         assert tag_counts(body, "memory") == (0, 0), "a look-alike tag reads as opening or closing memory"
         assert "\u02f1/memory\u02f2" not in body
     return bodies
-
-
-def lc_history(texts: list[str]) -> list[BaseMessage]:
-    out: list[BaseMessage] = []
-    for i, text in enumerate(texts):
-        out += [HumanMessage(f"{text} (turn {i}, about boat {i})"), AIMessage(f"Noted boat {i}.")]
-    return out
-
-
-def li_history(texts: list[str]) -> list[ChatMessage]:
-    out: list[ChatMessage] = []
-    for i, text in enumerate(texts):
-        out += [
-            ChatMessage(role=MessageRole.USER, content=f"{text} (turn {i}, about boat {i})"),
-            ChatMessage(role=MessageRole.ASSISTANT, content=f"Noted boat {i}."),
-        ]
-    return out
 
 
 @pytest.mark.parametrize("attack", [ATTACK, LEAKED], ids=["arrowheads", "leaked_marker"])

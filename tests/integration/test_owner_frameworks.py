@@ -9,11 +9,9 @@ background worker is held inside a step by a gated embedder, so nothing depends 
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
@@ -28,23 +26,9 @@ from llamaindex_ctxmgmt import (
     erase_from_blocks,
     flush_early,
 )
+from tests.helpers import GatedEmbedder
 
 SECRET = "4417-2290"
-
-
-class GatedEmbedder(HashingEmbedder):
-    """Batches embedded by the background worker wait for ``gate`` (a slow model, held still)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.waiting = threading.Event()
-
-    def embed(self, texts: Any) -> np.ndarray:
-        if threading.current_thread().name == "ctxmgmt-backlog":
-            self.waiting.set()
-            assert self.gate.wait(30), "the test never opened the gate"
-        return super().embed(texts)
 
 
 @pytest.fixture

@@ -7,11 +7,9 @@ slowed embedder so nothing depends on machine speed.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 
 import ctxmgmt.conversation as conversation_module
@@ -20,22 +18,8 @@ from ctxmgmt.conversation import Conversation, ConversationPool
 from ctxmgmt.store import SQLiteStore
 from ctxmgmt.testing import HashingEmbedder
 from ctxmgmt.types import Message
+from tests.helpers import GatedEmbedder
 from tests.unit.test_conversation import CODEC, Note, chat
-
-
-class GatedEmbedder(HashingEmbedder):
-    """A HashingEmbedder whose batches of more than one text wait for ``gate`` (a slow model)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.waiting = threading.Event()
-
-    def embed(self, texts: Any) -> np.ndarray:
-        if len(texts) > 1 and threading.current_thread().name == "ctxmgmt-backlog":
-            self.waiting.set()
-            assert self.gate.wait(30), "the test never opened the gate"
-        return super().embed(texts)
 
 
 def stored_chains(store: SQLiteStore, key: str) -> list[str]:
@@ -51,7 +35,7 @@ def with_backlog(embedder: Any, store: SQLiteStore | None = None, key: str = "k"
 
 
 def test_an_evicted_conversation_is_never_stepped_or_written_again(tmp_path):
-    embedder = GatedEmbedder()
+    embedder = GatedEmbedder(min_texts=2)
     store = SQLiteStore(tmp_path / "s.db")
     pool: ConversationPool[Note] = ConversationPool(
         lambda: KadaneDialStrategy(embedder=embedder), CODEC, surface="t", store=store, max_conversations=1
@@ -71,7 +55,7 @@ def test_an_evicted_conversation_is_never_stepped_or_written_again(tmp_path):
 
 
 def test_clear_while_the_worker_prepares_leaves_nothing_stored(tmp_path):
-    embedder = GatedEmbedder()
+    embedder = GatedEmbedder(min_texts=2)
     store = SQLiteStore(tmp_path / "s.db")
     conversation = with_backlog(embedder, store)
     assert embedder.waiting.wait(10)
@@ -96,7 +80,7 @@ def test_carry_over_during_a_backlog_keeps_the_carried_memory():
 
 
 def test_the_background_never_makes_a_call_wait_for_a_batch():
-    embedder = GatedEmbedder()
+    embedder = GatedEmbedder(min_texts=2)
     conversation = with_backlog(embedder)
     assert embedder.waiting.wait(10)  # the worker is embedding its next batch
     start = time.monotonic()
@@ -108,7 +92,7 @@ def test_the_background_never_makes_a_call_wait_for_a_batch():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_derives_its_backlog_and_never_deadlocks():
-    embedder = GatedEmbedder()
+    embedder = GatedEmbedder(min_texts=2)
     conversation = with_backlog(embedder)
     assert embedder.waiting.wait(10)  # fork while the worker is inside a step
     read, write = os.pipe()

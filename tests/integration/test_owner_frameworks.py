@@ -223,3 +223,33 @@ def test_a_process_that_exits_while_the_worker_derives_exits_cleanly(memory, tmp
         assert (
             db.execute("SELECT count(*) FROM ctxmgmt_records").fetchone()[0] > 0
         )  # what was derived is kept
+
+
+def test_a_deleted_message_under_eviction_is_gone_from_the_store_without_a_livelock(
+    tmp_path, one_turn_per_call, caplog
+):
+    """Item 4: a thread evicted while the worker derives it, then the secret turn deleted (as
+    ``RemoveMessage`` does): one rewind, the backlog moves, no row keeps the secret."""
+    from langchain_ctxmgmt import SWinSummarySelector
+
+    path = tmp_path / "d.db"
+    selector = SWinSummarySelector(window=2, overlap=0, store=f"sqlite:///{path}", max_sessions=1)
+    history: list[Any] = []
+    for i in range(300):
+        text = f"My PIN is {SECRET}." if i == 2 else f"I visited city number {i}"
+        history += [HumanMessage(text), AIMessage(f"noted {i}")]
+    a, b = {"configurable": {"thread_id": "a"}}, {"configurable": {"thread_id": "b"}}
+    selector.invoke([*history, HumanMessage("where did I go?")], a)
+    selector.invoke([HumanMessage("hi"), AIMessage("hello"), HumanMessage("and?")], b)  # evicts "a"
+    assert rows_with(path, SECRET) > 0
+    del history[4:6]  # the secret turn is deleted
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            selector.invoke([*history, HumanMessage("where did I go?")], a)
+            selector.invoke([HumanMessage("hi"), AIMessage("hello"), HumanMessage("and?")], b)
+        selector.invoke([*history, HumanMessage("where did I go?")], a)
+        conversation = selector.conversation("a")
+        assert conversation.wait_derived(timeout=60)
+    assert rows_with(path, SECRET) == 0
+    rebuilt = [r for r in caplog.records if "rebuilt" in r.getMessage()]
+    assert len(rebuilt) <= 4  # one rewind per call that found the deletion, never a loop

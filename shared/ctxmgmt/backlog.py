@@ -25,7 +25,8 @@ from ctxmgmt.strategies.kadanedial import KadaneDialStrategy, trim_to_budget
 from ctxmgmt.types import Turn
 
 RECENT_TURNS = 2
-"""Newest waiting turns always sent with the backlog's selection (continuity: "and then?")."""
+"""Newest waiting turns always sent with the backlog's selection (continuity: "and then?"), for
+a strategy that keeps recent turns itself; KadaneDial sends its own ``keep_last`` (0 by default)."""
 
 INDEX_SECONDS = 2.0
 """Most seconds one call spends indexing waiting turns, oldest first (about 4,000 turns); the
@@ -54,9 +55,13 @@ class BacklogIndex:
         questions: The bundled MiniLM when the strategy embeds with it: it embeds the questions
             (one short text, ~7 ms), which scores the static turn vectors better than their own
             questions do (:data:`QUESTION_TAU`). None: the static encoder for both.
+        recent: Newest waiting turns always sent; :data:`RECENT_TURNS`.
     """
 
-    def __init__(self, token_counter: TokenCounter, questions: Any = None) -> None:
+    def __init__(
+        self, token_counter: TokenCounter, questions: Any = None, *, recent: int = RECENT_TURNS
+    ) -> None:
+        self.recent = recent
         if questions is None:
             self.strategy = KadaneDialStrategy(embedder="static", token_counter=token_counter)
         else:
@@ -89,11 +94,11 @@ class BacklogIndex:
         """Blocks of the turns ``first``.. of ``past`` to send for ``query``, within ``budget`` tokens.
 
         KadaneDial's spans over the indexed turns, cut to those from ``first`` on, plus the
-        newest :data:`RECENT_TURNS` turns; over ``budget`` the lowest-scoring span edges go
+        newest ``recent`` turns; over ``budget`` the lowest-scoring span edges go
         first (the newest turns last). Chronological runs, one block each.
         """
         indexed = len(self.strategy.turns)
-        recent = set(range(max(first, len(past) - RECENT_TURNS), len(past)))
+        recent = set(range(max(first, len(past) - self.recent), len(past)))
         chosen = set(recent)
         scores: list[float] = []
         if query and indexed > first:

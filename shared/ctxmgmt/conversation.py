@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
-from ctxmgmt.backlog import BacklogIndex
+from ctxmgmt.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.components.embedder import SentenceTransformerEmbedder
 from ctxmgmt.context import Block, Context
@@ -390,7 +390,10 @@ class Conversation(Generic[T]):
         if self._backlog_index is None:  # MiniLM embeds the questions when the strategy uses it
             embedder = getattr(self.strategy, "embedder", None)
             bundled = isinstance(embedder, SentenceTransformerEmbedder) and embedder.model_path is None
-            self._backlog_index = BacklogIndex(self.strategy.token_counter, embedder if bundled else None)
+            recent = getattr(self.strategy.config, "keep_last", RECENT_TURNS)  # KadaneDial: its own
+            self._backlog_index = BacklogIndex(
+                self.strategy.token_counter, embedder if bundled else None, recent=recent
+            )
         self._backlog_index.update(past, self.history.chains(len(past)))
         return self._backlog_index
 

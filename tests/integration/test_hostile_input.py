@@ -164,8 +164,9 @@ def test_thousands_of_messages_at_once_are_derived_over_several_calls(memory, ha
     agent.invoke({"messages": [*flood, HumanMessage("What did I say about item 5?")]}, config)
     sent = model.received[-1]
     assert sent[-1].content == "What did I say about item 5?"
-    newest = [m.content for m in flood[-2 * RECENT_TURNS :]]
-    assert [m.content for m in sent[-1 - 2 * RECENT_TURNS : -1]] == newest
+    if memory != "KadaneDial":  # the newest waiting turns too (KadaneDial sends its keep_last: 0)
+        newest = [m.content for m in flood[-2 * RECENT_TURNS :]]
+        assert [m.content for m in sent[-1 - 2 * RECENT_TURNS : -1]] == newest
     assert "note 412: item 5" in [m.content for m in sent]  # a waiting turn the question needs
     assert middleware.last_context.details["partial"]
     backlog = middleware.last_context.details["backlog"]

@@ -169,7 +169,6 @@ def test_a_call_derives_what_fits_in_its_time_and_chooses_among_the_waiting_turn
     waiting = [b for b in selection.context.blocks if "not derived yet" in b.reason]
     chosen = {t for b in waiting for t in b.turns}
     assert 37 in chosen  # a waiting turn the question needs, chosen by the fast index
-    assert {58, 59} <= chosen  # and the newest ones
     assert selection.context.details["partial"] and selection.context.details["backlog"] == capped.backlog
     history[-1] = Note("user", "question 59 about dogs")
     selection = capped.select(history)

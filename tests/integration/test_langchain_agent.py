@@ -295,13 +295,13 @@ def test_checkpointed_conversation_over_several_invokes(middleware):
 
 async def test_async_agent(middleware, monkeypatch):
     threads: list[threading.Thread] = []
-    select = middleware.select_messages
+    select = middleware._select  # what both wrap_model_call and awrap_model_call run
 
     def recording_select(request):
         threads.append(threading.current_thread())
         return select(request)
 
-    monkeypatch.setattr(middleware, "select_messages", recording_select)
+    monkeypatch.setattr(middleware, "_select", recording_select)
 
     question = "What name did I give the grey cat I adopted from the shelter?"
     received, full, result = await arun_agent(middleware, question)  # checks whole turns in order

@@ -418,6 +418,8 @@ class StoreContract:
         await store.adelete("s")
         assert await store.aload("s") is None
         assert store.load("s") is None  # the sync path agrees
+        if hasattr(store, "aclose"):  # on this test's own event loop, before it closes
+            await store.aclose()
 
     async def test_async_concurrent_writers(self, store: Any) -> None:
         async def writer(worker: int, count: int) -> None:

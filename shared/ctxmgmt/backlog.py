@@ -13,12 +13,11 @@ says it is partial (``context.details["partial"]``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ctxmgmt.budget import turn_tokens
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, runs
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy, trim_to_budget
@@ -31,7 +30,7 @@ a strategy that keeps recent turns itself; KadaneDial sends its own ``keep_last`
 INDEX_SECONDS = 2.0
 """Most seconds one call spends indexing waiting turns, oldest first (about 4,000 turns); the
 next calls index the rest. Turns not indexed yet are chosen from only as the newest
-:data:`RECENT_TURNS`."""
+``recent`` turns."""
 
 INDEX_STEP = 256
 """Turns indexed per step (one static-encoder batch) between clock checks."""
@@ -90,12 +89,20 @@ class BacklogIndex:
             if seconds is not None and time.monotonic() - start >= seconds:
                 break
 
-    def select(self, query: str, past: Sequence[Turn], first: int, budget: int | None) -> list[Block]:
+    def select(
+        self,
+        query: str,
+        past: Sequence[Turn],
+        first: int,
+        budget: int | None,
+        cost: Callable[[Turn], int],
+    ) -> list[Block]:
         """Blocks of the turns ``first``.. of ``past`` to send for ``query``, within ``budget`` tokens.
 
         KadaneDial's spans over the indexed turns, cut to those from ``first`` on, plus the
-        newest ``recent`` turns; over ``budget`` the lowest-scoring span edges go
-        first (the newest turns last). Chronological runs, one block each.
+        newest ``recent`` turns; over ``budget`` the lowest-scoring span edges go first (the
+        newest turns last). Chronological runs, one block each. ``cost`` counts a turn's tokens
+        (the conversation counts each waiting turn once).
         """
         indexed = len(self.strategy.turns)
         recent = set(range(max(first, len(past) - self.recent), len(past)))
@@ -106,7 +113,7 @@ class BacklogIndex:
             chosen |= {i for block in context.blocks for i in block.turns if i >= first}
             scores = list(context.details.get("scores", []))
         if budget is not None:
-            tokens = {i: self._tokens(past, i) for i in chosen}
+            tokens = {i: cost(past[i]) for i in chosen}
             top = max(scores, default=0.0) + 1.0  # turns not indexed yet (the newest) go last
             signal = np.array([scores[i] if i < len(scores) else top for i in range(len(past))])
             trim_to_budget(chosen, signal, recent, tokens, budget)  # type: ignore[arg-type]
@@ -118,16 +125,11 @@ class BacklogIndex:
                     "turns",
                     turns=tuple(run),
                     messages=tuple(m for i in run for m in past[i].messages),
-                    tokens=sum(self._tokens(past, i) for i in run),
+                    tokens=sum(cost(past[i]) for i in run),
                     reason=f"not derived yet: {why}",
                 )
             )
         return blocks
-
-    def _tokens(self, past: Sequence[Turn], index: int) -> int:
-        if index < len(self.strategy.turns):
-            return self.strategy.tokens_of([index])
-        return turn_tokens(self.strategy.token_counter, past[index])
 
 
 class _StaticTurns:

@@ -79,8 +79,8 @@ INDEX_SECONDS: float | None = 0.25
 
 A call that brings more new turns than it can derive in this time (a cold start over a long
 history without stored state, thousands of messages sent at once) derives what fits, oldest
-first, and leaves the rest as a backlog that the next calls go on deriving; meanwhile the
-newest turns of the backlog are sent verbatim (:func:`ctxmgmt.selection.compose_context`). The
+first, and leaves the rest as a backlog that the next calls go on deriving; meanwhile a fast
+index chooses among the waiting turns (:class:`ctxmgmt.backlog.BacklogIndex`). The
 first :data:`FIRST_STEP` turns of a call are not timed, so a backlog always shrinks. Read when
 a conversation is created: set ``ctxmgmt.conversation.INDEX_SECONDS`` before the first call to
 change it for a process."""

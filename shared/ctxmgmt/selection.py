@@ -20,10 +20,6 @@ from ctxmgmt.exceptions import BudgetExceededError
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn, clean_text, group_turns, split_system
 
-BACKLOG_TURNS = 8
-"""Newest completed turns not derived yet that are sent verbatim (within half of what the budget
-leaves), while a backlog is being derived (:data:`ctxmgmt.conversation.INDEX_SECONDS`)."""
-
 
 def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
     """Split turns into (completed past turns, the turn in progress or None).
@@ -118,9 +114,9 @@ def compose_context(
     When the strategy holds only a prefix of ``past`` (a backlog still being derived), the
     ``backlog`` index chooses among the rest (:meth:`ctxmgmt.backlog.BacklogIndex.select`),
     within the waiting turns' share of what the budget leaves, and the context's details say
-    it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting). Without an
-    index the newest :data:`BACKLOG_TURNS` waiting turns are sent. ``pending_tokens`` counts a
-    waiting turn's tokens (default: the strategy's counter, uncached).
+    it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting); without an
+    index none of them is sent. ``pending_tokens`` counts a waiting turn's tokens (default: the
+    strategy's counter, uncached).
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -140,12 +136,9 @@ def compose_context(
     derived = len(strategy.turns)
     cost = pending_tokens or (lambda turn: turn_tokens(counter, turn))
     pending: list[Block] = []
-    if derived < len(past):
+    if backlog is not None and derived < len(past):
         share = None if remaining is None else remaining * (len(past) - derived) // len(past)
-        if backlog is not None:
-            pending = backlog.select(question, past, derived, share)
-        else:
-            pending = _backlog_block(cost, past[derived:], derived, share)
+        pending = backlog.select(question, past, derived, share, cost)
     if remaining is not None:
         remaining -= sum(block.tokens for block in pending)
     if question:
@@ -230,25 +223,6 @@ def select_originals(
     system, conversation = split_system(list(converted))
     turns = [[original_of[id(m)] for m in turn.messages] for turn in group_turns(conversation)]
     return pick_originals(context, [original_of[id(m)] for m in system], turns, text_block)
-
-
-def _backlog_block(
-    cost_of: Callable[[Turn], int], backlog: Sequence[Turn], first: int, budget: int | None
-) -> list[Block]:
-    """The newest :data:`BACKLOG_TURNS` of ``backlog`` (history turns ``first``..) within ``budget``."""
-    count, used = _newest_within((cost_of(t) for t in reversed(backlog[-BACKLOG_TURNS:])), budget)
-    if not count:
-        return []
-    start = first + len(backlog) - count
-    return [
-        Block(
-            "turns",
-            turns=tuple(range(start, start + count)),
-            messages=tuple(m for t in backlog[len(backlog) - count :] for m in t.messages),
-            tokens=used,
-            reason=f"newest turns not derived yet ({len(backlog)} waiting)",
-        )
-    ]
 
 
 def _newest_within(costs: Iterable[int], budget: int | None) -> tuple[int, int]:

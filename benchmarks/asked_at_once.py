@@ -4,7 +4,8 @@ Run (from the repository root; ``--data`` is the directory of the dev splits)::
 
     python benchmarks/asked_at_once.py [--mode quality] [--surface llamaindex|langchain|both]
         [--memory KadaneDial ...] [--files locomo_dev.json mtbenchplus_dev.json]
-        [--data ../shared/data] [--per-question] [--quick] [--json PATH]
+        [--data ../shared/data] [--per-question] [--budget TOKENS] [--dialogues N] [--quick]
+        [--json PATH]
     python benchmarks/asked_at_once.py --mode latency [--turns 345|1000] [--gets 40] [--busy N]
         [--memory ...] [--quick] [--json PATH]
     python benchmarks/asked_at_once.py --mode exit [--repeat 20] [--fork] [--turns 345]
@@ -29,12 +30,17 @@ whole history and the first question, then one question per invoke; what the mod
 read by a callback handler (``on_chat_model_start``); the run's earlier questions and the fake
 model's answers are left out of the measured context. ``--per-question``: each question is
 instead the first one asked of its own freshly filled memory (the quality of a first answer;
-slow). Per memory, dataset and mode:
+slow). ``--budget`` gives every memory that budget (LongMemEval: 4,000); ``--dialogues N`` keeps
+the first N dialogues of each file. LongMemEval files (``longmemeval_s_dev.json.gz``) work too:
+their questions are dated, and a dated question is put as a user message stamped with its date
+(LlamaIndex) or sent with ``additional_kwargs["timestamp"]`` (LangChain) before it is answered.
+Per memory, dataset and mode:
 
 - **evidence recall, strict**: the share of a question's gold evidence turns present verbatim.
   Every message carries its turn index and position (``additional_kwargs``); a turn counts only
   when *all* its messages are in the context, unchanged. A summary or entity list that mentions
   the turn gets no credit here;
+- **session recall** (LongMemEval): the share of gold evidence sessions with a turn shown strictly;
 - **answer containment** (LoCoMo): the gold answer string in the text of the whole context
   (summaries included);
 - **token ratio**: the context's tokens over the whole history's, by the default counter
@@ -101,7 +107,13 @@ from _common import (  # noqa: E402  (the module next to this script)
 from _common import warm_up as preload  # noqa: E402
 
 from ctxmgmt.bench.data import Dialogue, Question, load_dialogues  # noqa: E402
-from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile  # noqa: E402
+from ctxmgmt.bench.metrics import (  # noqa: E402
+    answer_contained,
+    evidence_recall,
+    mean,
+    percentile,
+    session_recall,
+)
 from ctxmgmt.types import Message, Turn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,6 +167,7 @@ class Asked:
     partial: bool
     backlog: int
     shown: list[int] = field(default_factory=list)
+    sessions: float | None = None
 
 
 @dataclass
@@ -197,6 +210,7 @@ def judge(
         partial=bool(details.get("partial")),
         backlog=int(details.get("backlog") or 0),
         shown=shown,
+        sessions=session_recall(question.sessions, shown),
     )
 
 
@@ -207,6 +221,7 @@ def summarise(records: Sequence[Asked]) -> dict[str, Any]:
     return {
         "questions": len(records),
         "evidence_recall": mean(r.recall for r in records),
+        "session_recall": mean(r.sessions for r in records),
         "answer_containment": mean(None if r.contained is None else float(r.contained) for r in records),
         "token_ratio": mean(ratios),
         "said_partial": mean(float(r.partial) for r in records),
@@ -256,10 +271,23 @@ def _int(value: Any) -> int | None:
 
 
 # -- quality: the two surfaces ----------------------------------------------------------------------
+def budget_kwargs(memory: str, budget: int | None, name: str) -> dict[str, Any]:
+    """The memory's budget option: ``budget`` when given, else out of the way for :data:`OPEN_BUDGET`."""
+    if budget is not None:
+        return {name: budget}
+    return {name: NO_LIMIT} if memory in OPEN_BUDGET else {}
+
+
 def ask_llamaindex(
-    memory: str, dialogue: Dialogue, questions: Sequence[Question], fresh: bool
+    memory: str, dialogue: Dialogue, questions: Sequence[Question], fresh: bool, budget: int | None = None
 ) -> list[Asked]:
-    """Put the whole history into a fresh LlamaIndex memory, then ask ``questions`` right away."""
+    """Put the whole history into a fresh LlamaIndex memory, then ask ``questions`` right away.
+
+    A dated question (LongMemEval) is first put as a user message stamped with its date, as a
+    chat engine puts the message it answers.
+    """
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
     import llamaindex_ctxmgmt
     from ctxmgmt.budget import message_tokens, turn_tokens
     from ctxmgmt.components.tokens import CachedTokenCounter, default_token_counter
@@ -268,7 +296,7 @@ def ask_llamaindex(
     counter = CachedTokenCounter(default_token_counter())
     history = sum(turn_tokens(counter, t) for t in dialogue.turns)
     cls = getattr(llamaindex_ctxmgmt, MEMORIES[memory][0])
-    kwargs: dict[str, Any] = {"token_limit": NO_LIMIT} if memory in OPEN_BUDGET else {}
+    kwargs = budget_kwargs(memory, budget, "token_limit")
     out: list[Asked] = []
     target: Any = None
     for index, question in enumerate(questions):
@@ -277,6 +305,9 @@ def ask_llamaindex(
                 target._conversation().close()  # no background work for it any more
             target = cls.from_defaults(**kwargs)
             target.put_messages(llama_messages(dialogue.turns))
+        if question.date is not None:
+            stamp = {"timestamp": question.date}
+            target.put(ChatMessage(role=MessageRole.USER, content=question.text, additional_kwargs=stamp))
         start = time.perf_counter()
         sent = target.get(input=question.text)
         ms = (time.perf_counter() - start) * 1000
@@ -297,7 +328,9 @@ def ask_llamaindex(
     return out
 
 
-def ask_langchain(memory: str, dialogue: Dialogue, questions: Sequence[Question], fresh: bool) -> list[Asked]:
+def ask_langchain(
+    memory: str, dialogue: Dialogue, questions: Sequence[Question], fresh: bool, budget: int | None = None
+) -> list[Asked]:
     """Send the whole history with the first question to a ``create_agent`` agent, then one per invoke."""
     from langchain.agents import create_agent
     from langchain_core.callbacks import BaseCallbackHandler
@@ -324,14 +357,15 @@ def ask_langchain(memory: str, dialogue: Dialogue, questions: Sequence[Question]
     counter = CachedTokenCounter(default_token_counter())
     history = sum(turn_tokens(counter, t) for t in dialogue.turns)
     cls = getattr(langchain_ctxmgmt, MEMORIES[memory][1])
-    kwargs: dict[str, Any] = {"max_tokens": NO_LIMIT} if memory in OPEN_BUDGET else {}
+    kwargs = budget_kwargs(memory, budget, "max_tokens")
     received = Received()
     out: list[Asked] = []
     agent: Any = None
     middleware: Any = None
     thread = ""
     for index, question in enumerate(questions):
-        ask = HumanMessage(question.text, additional_kwargs={ASK_KEY: index})
+        stamp = {"timestamp": question.date} if question.date is not None else {}
+        ask = HumanMessage(question.text, additional_kwargs={ASK_KEY: index, **stamp})
         if agent is None or fresh:
             if middleware is not None:
                 middleware.conversation(thread).close()
@@ -390,7 +424,7 @@ def quality_child(task: dict[str, Any]) -> dict[str, Any]:
             for dialogue in dialogues:
                 questions = dialogue.questions[: task["questions"] or None]
                 if questions:
-                    records += ask(memory, dialogue, questions, task["per_question"])
+                    records += ask(memory, dialogue, questions, task["per_question"], task.get("budget"))
             out["runs"].append(
                 {
                     "file": name,
@@ -445,7 +479,8 @@ def run_quality(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
                 "surface": surface,
                 "files": args.files,
                 "data": str(args.data),
-                "dialogues": 1 if args.quick else 0,
+                "dialogues": args.dialogues or (1 if args.quick else 0),
+                "budget": args.budget,
                 "questions": QUICK_QUESTIONS if args.quick else 0,
                 "per_question": args.per_question,
             }
@@ -460,7 +495,12 @@ def run_quality(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
             for name in args.files:
                 d, f = runs[(name, MODES[0])], runs[(name, MODES[1])]
                 s, t = d["summary"], f["summary"]
-                label = f"{memory} (budget out of the way)" if memory in OPEN_BUDGET else memory
+                if args.budget is not None:
+                    label = f"{memory} ({args.budget:,} tokens)"
+                elif memory in OPEN_BUDGET:
+                    label = f"{memory} (budget out of the way)"
+                else:
+                    label = memory
                 rows.append(
                     [
                         label,
@@ -469,6 +509,7 @@ def run_quality(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
                         s["questions"],
                         num(s["evidence_recall"]),
                         num(t["evidence_recall"]),
+                        f"{num(s['session_recall'])} / {num(t['session_recall'])}",
                         f"{num(s['answer_containment'])} / {num(t['answer_containment'])}",
                         f"{num(s['token_ratio'])} / {num(t['token_ratio'])}",
                         f"{s['said_partial']:.2f} / {s['had_backlog']:.2f}",
@@ -485,6 +526,7 @@ def run_quality(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
         "questions",
         "recall, defaults",
         "recall, derived first",
+        "session recall (defaults / derived)",
         "containment (defaults / derived)",
         "token ratio (defaults / derived)",
         "said partial / had backlog (defaults)",
@@ -832,6 +874,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--files", nargs="+", default=["locomo_dev.json", "mtbenchplus_dev.json"])
     parser.add_argument("--surface", choices=("llamaindex", "langchain", "both"), default="llamaindex")
     parser.add_argument("--per-question", action="store_true", help="every question on a fresh memory")
+    parser.add_argument("--budget", type=int, help="quality: this token budget for every memory")
+    parser.add_argument("--dialogues", type=int, default=0, help="quality: only the first N dialogues")
     parser.add_argument("--turns", type=int, default=345, help="history length for latency and exit")
     parser.add_argument("--gets", type=int, help="gets after the first (default 40; 10 with --quick)")
     parser.add_argument(

@@ -13,14 +13,21 @@ SRC := shared langchain_ctxmgmt llamaindex_ctxmgmt tests examples benchmarks too
 .PHONY: demo test bench lint clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "Creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
 
-# torch first, pinned: on these machines 2.13.0 is a local CPU wheel; unpinned pulls GBs of CUDA.
+# torch first, pinned, the CPU build: a torch wheel pip finds without an index (its find-links,
+# as on machines that keep wheels offline), its other requirements from pip's configured index;
+# otherwise PyTorch's CPU index, as PyTorch documents it (PyPI's torch pulls GBs of CUDA).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[dev]"
-	touch $@
+	@echo "Installing torch 2.13.0 (CPU), then ctxmgmt with its [dev] extra, into $(VENV)"
+	@if $(BIN)/pip install --quiet --no-index --no-deps torch==2.13.0 2>/dev/null; \
+	then $(BIN)/pip install --quiet torch==2.13.0; \
+	else $(BIN)/pip install --quiet torch==2.13.0 --index-url $(TORCH_INDEX); fi
+	@$(BIN)/pip install --quiet -e ".[dev]"
+	@touch $@
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxmgmt demo

@@ -178,6 +178,8 @@ def test_run_demo_output_fits_80_columns(demo, hashing_embedder):
     for k, q in enumerate(demo.questions):
         assert (f"Q{k + 1} ({q.kind})" in output) == (k in shown)
     assert len(lines) < 40 + 25 * len(shown)  # short: a stanza per memory, not a wide table
+    labels = ", ".join(f"Q{k + 1}" for k in shown)
+    assert f"In detail below: {labels} of {len(demo.questions)} questions" in output  # says which
     assert f"All {len(demo.questions)} questions" in output
     for record in records:
         assert record["messages"] >= record["memory_messages"] >= 0

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.model  # the blocks load MiniLM and spaCy (in a subprocess)
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 TIMEOUT = 280  # seconds for every block together (the test's own timeout is 300)
 

@@ -242,3 +242,11 @@ def test_plot_relevance_needs_scores(tmp_path):
     with pytest.raises(ConfigurationError):
         plot_relevance(Context(query="q"), tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_cli_help_is_plain_text():
+    from ctxmgmt.cli import build_parser
+
+    text = build_parser().format_help()
+    assert "demo" in text and "bench" in text
+    assert "``" not in text and ":func:" not in text  # no reST markup on a terminal

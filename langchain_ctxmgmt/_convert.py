@@ -7,7 +7,7 @@ LlamaIndex adapter), so the model receives exactly what is in the history (ids,
 ``additional_kwargs``, ``response_metadata``, image/audio/file blocks included). Only text
 blocks (summaries, entity lists) produce new LangChain messages (:func:`from_ctxmgmt`): framed
 memory messages in the strategy's ``memory_role``, a ``HumanMessage`` by default
-(:func:`ctxmgmt.framing.memory_message`), never a system message unless asked for.
+(:func:`ctxmgmt.types.memory_message`), never a system message unless asked for.
 """
 
 from __future__ import annotations

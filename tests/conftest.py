@@ -1,10 +1,53 @@
-"""Shared fixtures: models are loaded once per test session."""
+"""Shared fixtures: models are loaded once per test session.
+
+Tests that load the real MiniLM or spaCy weights carry the ``model`` mark (3-12 s a module the
+first time); ``pytest -m "not model"`` leaves them out. Tests that use the ``default_embedder``,
+``spacy_extractor`` or ``onnx_embedder`` fixtures are marked here; the others are marked in
+their module. In a run that leaves the marked tests out, a test that still loads a model fails
+and names the mark it needs, so a missing mark shows at once.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from ctxmgmt.testing import HashingEmbedder
+
+MODEL_FIXTURES = frozenset({"default_embedder", "spacy_extractor", "onnx_embedder"})
+"""Fixtures that load real weights: a test that uses one is a ``model`` test."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that use a model-loading fixture with ``model``."""
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
+
+
+def _models_left_out(config: pytest.Config) -> bool:
+    """Whether this run deselects the ``model`` tests (``-m "not model"``)."""
+    return "not model" in " ".join((config.getoption("markexpr") or "").split())
+
+
+@pytest.fixture(autouse=True)
+def models_only_where_marked(request, monkeypatch):
+    """In a ``-m "not model"`` run, loading MiniLM or spaCy fails the test and names the mark."""
+    if request.node.get_closest_marker("model") is not None or not _models_left_out(request.config):
+        return
+    import ctxmgmt.components.embedder as embedder_module
+    import ctxmgmt.components.entities as entities_module
+
+    def refuse(*args, **kwargs):
+        pytest.fail(
+            f"{request.node.nodeid} loads real model weights: mark it @pytest.mark.model", pytrace=False
+        )
+
+    for module, name in (
+        (embedder_module, "_load_sentence_transformer"),
+        (embedder_module, "_load_onnx"),
+        (entities_module, "_load_spacy"),
+    ):
+        monkeypatch.setattr(module, name, refuse)
 
 
 @pytest.fixture

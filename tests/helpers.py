@@ -79,7 +79,7 @@ def memory_body(content: Any) -> str | None:
     """The block text inside a framed memory message's content (escaped), or None if not one.
 
     Summaries, entity tiers and topic outlines reach the model as
-    :func:`ctxmgmt.framing.memory_message`: :data:`~ctxmgmt.framing.MEMORY_LEAD_IN`, then the
+    :func:`ctxmgmt.types.memory_message`: :data:`~ctxmgmt.framing.MEMORY_LEAD_IN`, then the
     block inside the :data:`~ctxmgmt.framing.MEMORY_TAG` tags.
     """
     text = content if isinstance(content, str) else ""

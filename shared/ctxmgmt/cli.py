@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo_dev.json"
+DESCRIPTION = "ctxmgmt demo replays the shipped conversation; ctxmgmt bench measures memories."
+"""What ``ctxmgmt --help`` says first (plain text: the terminal shows no markup)."""
 
 
 def _quiet_models() -> None:
@@ -300,7 +302,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    parser = argparse.ArgumentParser(prog="ctxmgmt", description=__doc__)
+    parser = argparse.ArgumentParser(prog="ctxmgmt", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="replay the shipped multi-topic conversation")
     demo.add_argument(

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, memory_message
-from ctxmgmt.types import Message
+from ctxmgmt.framing import DEFAULT_MEMORY_ROLE
+from ctxmgmt.spans import runs as runs
+from ctxmgmt.spans import span_label as span_label
+from ctxmgmt.types import Message, memory_message
 
 BlockKind = Literal["system", "turns", "current", "summary", "entities"]
 
@@ -23,7 +25,7 @@ class Block:
         messages: The verbatim messages (system, turns, current); empty for text blocks.
         text: The text of a summary or entity block; empty for verbatim blocks.
         tokens: Token count of the block as the memory's TokenCounter counts it (a text
-            block: its framed message, :func:`ctxmgmt.framing.memory_message`).
+            block: its framed message, :func:`ctxmgmt.types.memory_message`).
         reason: One line saying why the block is there.
         role: Role of a text block's message: the strategy's ``memory_role`` (default
             ``"user"``, :data:`ctxmgmt.framing.DEFAULT_MEMORY_ROLE`).
@@ -40,7 +42,7 @@ class Block:
     def as_messages(self) -> list[Message]:
         """Messages to send: verbatim blocks as they are, a text block as one framed memory message.
 
-        The memory message (:func:`ctxmgmt.framing.memory_message`) is in ``role``, opens with
+        The memory message (:func:`ctxmgmt.types.memory_message`) is in ``role``, opens with
         a line saying it is a record of earlier conversation and not instructions, and holds
         ``text`` escaped inside ``<memory>...</memory>``.
         """
@@ -141,20 +143,3 @@ class Context:
 
     def __str__(self) -> str:
         return self.explain()
-
-
-def runs(indices: Sequence[int]) -> list[list[int]]:
-    """Split ascending indices into runs of consecutive values: ``[0, 1, 2, 5]`` -> ``[[0, 1, 2], [5]]``."""
-    out: list[list[int]] = []
-    for i in indices:
-        if out and out[-1][-1] == i - 1:
-            out[-1].append(i)
-        else:
-            out.append([i])
-    return out
-
-
-def span_label(turns: Sequence[int], sep: str = ",") -> str:
-    """Compact label of turn indices: ``[0, 1, 2, 5]`` -> ``"0-2,5"``; ``"-"`` for none."""
-    label = sep.join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs(sorted(turns)))
-    return label or "-"

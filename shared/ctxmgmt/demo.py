@@ -117,6 +117,7 @@ def run_demo(
     shown = (
         default_questions(demo.questions) if show is None else range(max(0, min(show, len(demo.questions))))
     )
+    _print_shown(console, list(shown), len(demo.questions), default=show is None)
     for k in shown:
         _print_question(console, [r for r in records if r["index"] == k])
     _print_summary(console, records, replay)
@@ -266,6 +267,16 @@ def default_questions(questions: Sequence[DemoQuestion]) -> list[int]:
     for k, question in enumerate(questions):
         seen.setdefault(question.kind, k)
     return sorted(seen.values())
+
+
+def _print_shown(console: Any, shown: Sequence[int], total: int, *, default: bool) -> None:
+    """Which questions the stanzas below cover, and that the closing table covers every one."""
+    labels = ", ".join(f"Q{k + 1}" for k in shown) or "none"
+    why = "the first of each kind; --questions N shows the first N" if default else "--questions"
+    console.print()
+    console.print(
+        f"In detail below: {labels} of {total} questions ({why}). The table at the end covers all {total}."
+    )
 
 
 def _line(console: Any, text: Any, indent: int = 0) -> None:

@@ -18,9 +18,10 @@ Three rules, kept here so every component and adapter applies the same ones:
   ``</memory>``. Look-alike brackets are recognised as brackets (:data:`_LT`, :data:`_GT`)
   rather than rewritten, so CJK title marks in ordinary text stay as written.
 - **Context**: summaries, entity lists and topic outlines reach the model through
-  :func:`memory_message`: a message in the ``memory_role`` (default ``"user"``) whose text
-  opens with :data:`MEMORY_LEAD_IN` (a record of earlier conversation, not instructions) and
-  holds the block inside ``<memory-MARKER>...</memory-MARKER>``, escaped the same way. MARKER is
+  :func:`ctxmgmt.types.memory_message`: a message in the ``memory_role`` (default ``"user"``)
+  whose text (:func:`frame_memory`) opens with :data:`MEMORY_LEAD_IN` (a record of earlier
+  conversation, not instructions) and holds the block inside
+  ``<memory-MARKER>...</memory-MARKER>``, escaped the same way. MARKER is
   a per-process secret (:data:`MEMORY_MARKER`) that escaped text never contains, so no text can
   close the block, whatever look-alike it uses; the look-alike defence stays for the prompts'
   regions and for tags ctxmgmt does not own (``Memory``'s block template). LangChain's own
@@ -37,12 +38,8 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ctxmgmt.exceptions import ConfigurationError
-
-if TYPE_CHECKING:
-    from ctxmgmt.types import Message
 
 CONTINUATION = "  "
 """Indent of every line after the first of one entry (a message, an item, a query).
@@ -357,18 +354,6 @@ def frame_memory(text: str) -> str:
 def memory_region(escaped: str) -> str:
     """``escaped`` (text :func:`escape_data` made) inside the :data:`MEMORY_TAG` tags, one per line."""
     return f"<{MEMORY_TAG}>\n{escaped}\n</{MEMORY_TAG}>"
-
-
-def memory_message(text: str, *, role: str = DEFAULT_MEMORY_ROLE, kind: str = "summary") -> Message:
-    """A summary / entity / topic block as the message a model receives (:func:`frame_memory`).
-
-    ``role`` is the strategy's ``memory_role`` (one of :data:`MEMORY_ROLES`); the message's
-    metadata names the block ``kind`` (``{"ctxmgmt_block": kind}``). Token counts of a block
-    count this message, so they match what is sent.
-    """
-    from ctxmgmt.types import Message  # ctxmgmt.types renders messages with one_entry
-
-    return Message(role, frame_memory(text), metadata={"ctxmgmt_block": kind})
 
 
 def is_garbage(line: str) -> bool:

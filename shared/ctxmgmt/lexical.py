@@ -11,6 +11,8 @@ from typing import cast
 
 import numpy as np
 
+from ctxmgmt.text_bounds import bound_input
+
 _TOKEN = re.compile(r"[a-z0-9]+")
 _WORD_BYTES = bytes(b if chr(b) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for b in range(256))
 """Byte table keeping ASCII letters and digits and turning every other byte into a space."""
@@ -107,9 +109,7 @@ class BM25Index:
         return len(self._lengths)
 
     def add(self, text: str) -> None:
-        """Index one more document: its text within :data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS`."""
-        from ctxmgmt.components.llm_call import bound_input  # ctxmgmt.components imports this module
-
+        """Index one more document: its text within :data:`~ctxmgmt.text_bounds.MAX_INPUT_CHARS`."""
         doc = len(self._lengths)
         tokens = tokenize(bound_input(text))
         self._lengths.append(len(tokens))

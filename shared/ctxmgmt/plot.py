@@ -14,18 +14,70 @@ figure is rendered with the Agg backend directly, so the caller's pyplot backend
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ctxmgmt.context import Context, runs
 from ctxmgmt.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.spans import runs
 
-__all__ = ["plot_context", "plot_relevance"]
+__all__ = ["DrawnContext", "plot_context", "plot_relevance"]
+
+
+class DrawnBlock(Protocol):
+    """What the pictures read of a :class:`~ctxmgmt.context.Block`."""
+
+    @property
+    def kind(self) -> str:
+        """``"turns"``, ``"current"``, ``"summary"``, ``"entities"`` or ``"system"``."""
+        ...
+
+    @property
+    def turns(self) -> Sequence[int]:
+        """History turns the block covers."""
+        ...
+
+
+class DrawnContext(Protocol):
+    """What the pictures read of a :class:`~ctxmgmt.context.Context`.
+
+    Named here rather than imported, since :meth:`~ctxmgmt.context.Context.plot` draws with this
+    module (one direction of import only).
+    """
+
+    @property
+    def query(self) -> str:
+        """The query the selection was made for."""
+        ...
+
+    @property
+    def strategy(self) -> str:
+        """Name of the strategy that built the context."""
+        ...
+
+    @property
+    def tokens(self) -> int:
+        """Total tokens of the context."""
+        ...
+
+    @property
+    def details(self) -> Mapping[str, Any]:
+        """Strategy-specific data (``z``, ``spans``, ``recent``, ``tau`` for KadaneDial)."""
+        ...
+
+    @property
+    def blocks(self) -> Sequence[DrawnBlock]:
+        """Blocks in the order they are sent."""
+        ...
+
+    @property
+    def turn_indices(self) -> list[int]:
+        """History turns present verbatim, ascending."""
+        ...
 
 
 def plot_relevance(
-    context: Context,
+    context: DrawnContext,
     path: str | os.PathLike[str],
     *,
     evidence: Iterable[int] | None = None,
@@ -154,7 +206,7 @@ _KIND_COLOURS = {
 
 
 def plot_context(
-    context: Context,
+    context: DrawnContext,
     path: str | os.PathLike[str],
     *,
     n_turns: int | None = None,

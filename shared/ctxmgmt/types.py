@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ctxmgmt.exceptions import InvalidMessageError
-from ctxmgmt.framing import one_entry, speaker_label
+from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, frame_memory, one_entry, speaker_label
+from ctxmgmt.text_bounds import cap_text
 from ctxmgmt.tool_args import CUT_KEY, SIZE_KEY, bound_call
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -53,7 +54,7 @@ def clean_text(text: str) -> str:
 
 MAX_BLOCK_CHARS = 4_000
 """Most characters of an unknown content block's JSON carried as message text (head and tail
-kept, :func:`ctxmgmt.components.llm_call.cap_text`): a search result's title and first
+kept, :func:`ctxmgmt.text_bounds.cap_text`): a search result's title and first
 paragraphs, not a whole document, so one tool result cannot crowd out the turns around it."""
 
 
@@ -71,8 +72,6 @@ def block_text(block: Any) -> str:
         >>> block_text({"type": "json", "json": {"temperature": 24}})
         '{"type": "json", "json": {"temperature": 24}}'
     """
-    from ctxmgmt.components.llm_call import cap_text  # ctxmgmt.components imports this module
-
     if hasattr(block, "model_dump") and callable(block.model_dump):
         try:
             block = block.model_dump()
@@ -271,6 +270,17 @@ class Message:
         data["tool_calls"] = tuple(data.get("tool_calls") or ())
         data["media"] = tuple(data.get("media") or ())
         return cls(**data)
+
+
+def memory_message(text: str, *, role: str = DEFAULT_MEMORY_ROLE, kind: str = "summary") -> Message:
+    """A summary / entity / topic block as the message a model receives.
+
+    Its text is :func:`~ctxmgmt.framing.frame_memory` of ``text``; ``role`` is the strategy's
+    ``memory_role`` (one of :data:`~ctxmgmt.framing.MEMORY_ROLES`); the message's metadata
+    names the block ``kind`` (``{"ctxmgmt_block": kind}``). Token counts of a block count this
+    message, so they match what is sent.
+    """
+    return Message(role, frame_memory(text), metadata={"ctxmgmt_block": kind})
 
 
 @dataclass(frozen=True)

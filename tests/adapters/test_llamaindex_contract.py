@@ -443,7 +443,9 @@ class LlamaIndexMemoryContract:
             if "index_key" not in str(exc):
                 raise
             pytest.skip(
-                "llama-index-core SimpleChatStore cannot serialise under pydantic>=2.14 (upstream bug)"
+                "upstream bug: SimpleChatStore.persist() fails under pydantic >= 2.14 (llama-index-core "
+                "passes its serializer's info as an index key, an error since pydantic/pydantic#13506); "
+                "docs/composing.md says so to users"
             )
         restored = type(memory).from_defaults(
             chat_store=SimpleChatStore.from_persist_path(str(path)), **_components(memory)

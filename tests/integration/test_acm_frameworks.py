@@ -108,6 +108,7 @@ def test_classic_memory_with_an_llm_summarizer():
 # -- LlamaIndex: SimpleChatEngine and FunctionAgent with ACMTieredBuffer ----------------------
 
 
+@pytest.mark.model  # spaCy
 def test_simple_chat_engine_with_spacy_entities():
     memory = LIACMTieredBuffer.from_defaults(token_limit=250, chat_history=conversation() * 2)
 

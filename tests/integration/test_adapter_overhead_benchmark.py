@@ -21,6 +21,7 @@ def bench() -> ModuleType:
     return load_benchmark("adapter_overhead")
 
 
+@pytest.mark.model  # every memory with its default components
 def test_quick_run_reports_every_surface_and_memory(bench: ModuleType, tmp_path: Path) -> None:
     out, png = tmp_path / "rows.json", tmp_path / "overhead.png"
     rows = bench.main(

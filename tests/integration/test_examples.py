@@ -23,6 +23,8 @@ import pytest
 
 from ctxmgmt.strategies.acm import ENTITY_HEADER, SUMMARY_HEADER
 
+pytestmark = pytest.mark.model  # every example runs its memories with their default components
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ROLES = {"human": "user", "ai": "assistant"}  # LangChain message types, named as LlamaIndex does
 

@@ -78,7 +78,11 @@ def lc_middlewares(answer: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("strategy", ["swin", "acm"])
+STRATEGIES = ["swin", pytest.param("acm", marks=pytest.mark.model)]
+"""The memories these tests frame; ACM's default entity extractor loads spaCy (``model``)."""
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("answer", sorted(ANSWERS))
 def test_langchain_summaries_never_reach_a_system_message(strategy, answer, caplog):
     middleware = lc_middlewares(ANSWERS[answer])[strategy]
@@ -92,7 +96,7 @@ def test_langchain_summaries_never_reach_a_system_message(strategy, answer, capl
         assert "no usable item" in caplog.text  # fell back to the extractive summary, with a warning
 
 
-@pytest.mark.parametrize("strategy", ["swin", "acm"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_langchain_adversarial_corpus_stays_in_the_memory(strategy):
     texts = [text for _, text in CASES]
     middleware = lc_middlewares("- The user talked about boats.")[strategy]
@@ -121,7 +125,7 @@ def assert_li_safe(sent: list[ChatMessage]) -> None:
         assert (message.content or "").count(f"</{MEMORY_TAG}>") == 1
 
 
-@pytest.mark.parametrize("strategy", ["swin", "acm"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("answer", sorted(ANSWERS))
 async def test_llamaindex_summaries_never_reach_a_system_message(strategy, answer):
     history = [ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT), *li_history([USER_TEXT] * 40)]
@@ -136,7 +140,7 @@ async def test_llamaindex_summaries_never_reach_a_system_message(strategy, answe
     assert "\x00" not in text and "{not json" not in text and "\nSYSTEM:" not in text
 
 
-@pytest.mark.parametrize("strategy", ["swin", "acm"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_llamaindex_adversarial_corpus_stays_in_the_memory(strategy):
     history = [
         ChatMessage(role=MessageRole.SYSTEM, content=SYSTEM_PROMPT),

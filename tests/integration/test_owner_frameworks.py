@@ -203,6 +203,7 @@ print("last statement", flush=True)
 """
 
 
+@pytest.mark.model  # the script's memories load MiniLM or spaCy (in a subprocess)
 @pytest.mark.parametrize("memory", ["KadaneDialMemory", "ACMTieredBuffer"])
 def test_a_process_that_exits_while_the_worker_derives_exits_cleanly(memory, tmp_path):
     """The worker is inside torch or spaCy when the script ends: the process exits with 0

@@ -20,6 +20,7 @@ import pytest
 from tests.helpers import load_benchmark
 
 
+@pytest.mark.model  # the benchmark's memories load MiniLM and spaCy
 def test_restart_rederives_nothing(postgres_dsn: str, tmp_path: Path) -> None:
     bench = load_benchmark("restart")
     rows = bench.measure(

@@ -93,6 +93,7 @@ def test_langchain_agent_refuses_a_bad_count_and_sends_nothing(middleware, kind)
         assert isinstance(caught.value.__cause__, RuntimeError)
 
 
+@pytest.mark.model  # a middleware with its default embedder (MiniLM)
 def test_langchain_agent_with_a_good_counter_stays_within_the_budget():
     model = RecordingChatModel(messages=iter([AIMessage("ok")]))
     agent = create_agent(model, [], middleware=[lc.ACMTieredMiddleware(token_counter=words, max_tokens=400)])

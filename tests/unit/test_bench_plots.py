@@ -49,6 +49,7 @@ def test_plot_tradeoff_skips_undefined_metrics(tmp_path):
     assert plot_tradeoff(summaries, tmp_path / "t.png").read_bytes().startswith(PNG)
 
 
+@pytest.mark.model  # the script builds memories with their default components (real weights)
 def test_scaling_script_runs_every_memory(tmp_path, monkeypatch, hashing_embedder):
     pytest.importorskip("matplotlib")
     import ctxmgmt.components.embedder as embedder_module

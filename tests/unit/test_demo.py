@@ -178,6 +178,8 @@ def test_run_demo_output_fits_80_columns(demo, hashing_embedder):
     for k, q in enumerate(demo.questions):
         assert (f"Q{k + 1} ({q.kind})" in output) == (k in shown)
     assert len(lines) < 40 + 25 * len(shown)  # short: a stanza per memory, not a wide table
+    labels = ", ".join(f"Q{k + 1}" for k in shown)
+    assert f"In detail below: {labels} of {len(demo.questions)} questions" in output  # says which
     assert f"All {len(demo.questions)} questions" in output
     for record in records:
         assert record["messages"] >= record["memory_messages"] >= 0
@@ -240,3 +242,11 @@ def test_plot_relevance_needs_scores(tmp_path):
     with pytest.raises(ConfigurationError):
         plot_relevance(Context(query="q"), tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_cli_help_is_plain_text():
+    from ctxmgmt.cli import build_parser
+
+    text = build_parser().format_help()
+    assert "demo" in text and "bench" in text
+    assert "``" not in text and ":func:" not in text  # no reST markup on a terminal

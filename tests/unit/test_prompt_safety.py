@@ -25,9 +25,10 @@ from ctxmgmt import Message, Turn
 from ctxmgmt.components.decider import LLMDecider, NodeView, TopicView
 from ctxmgmt.components.entities import LLMEntityExtractor
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, LLMSummarizer, parse_items
-from ctxmgmt.framing import MAX_ITEM_CHARS, MEMORY_LEAD_IN, MEMORY_TAG, clean_model_line, memory_message
+from ctxmgmt.framing import MAX_ITEM_CHARS, MEMORY_LEAD_IN, MEMORY_TAG, clean_model_line
 from ctxmgmt.strategies.acm import ACMStrategy
 from ctxmgmt.strategies.swin import SWinStrategy
+from ctxmgmt.types import memory_message
 
 CORPUS = json.loads((Path(__file__).parents[1] / "data" / "adversarial_prompts.json").read_text("utf-8"))
 CASES = [(c["id"], c["text"]) for c in CORPUS["cases"]]

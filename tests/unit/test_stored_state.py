@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,11 @@ KINDS = {
 }
 
 
+def kinds(names: Iterable[str]) -> list[Any]:
+    """Strategy kinds as test parameters; ACM's default entity extractor loads spaCy (``model``)."""
+    return [pytest.param(k, marks=pytest.mark.model) if k == "acm" else k for k in sorted(names)]
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 def store_factory(request, tmp_path):
     shared = InMemoryStore()
@@ -64,7 +70,7 @@ def store_factory(request, tmp_path):
     return (lambda: shared) if request.param == "memory" else (lambda: SQLiteStore(path))
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", kinds(KINDS))
 def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
     emb, llm = HashingEmbedder(), counting_llm()
     pool = StatePool(lambda: KINDS[kind](emb, llm), store=store_factory())
@@ -83,7 +89,7 @@ def test_restart_restores_without_embedding_or_llm_calls(kind, store_factory):
     assert restarted.strategy.select(query).blocks == live.strategy.select(query).blocks
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", kinds(KINDS))
 def test_redacted_turn_leaves_no_derived_trace(kind, tmp_path, caplog):
     emb, llm = HashingEmbedder(), counting_llm()
     path = tmp_path / "state.db"
@@ -109,7 +115,7 @@ def test_redacted_turn_leaves_no_derived_trace(kind, tmp_path, caplog):
     assert rows and not any(b"4417" in bytes(r[0]) for r in rows)
 
 
-@pytest.mark.parametrize("kind", ["swin", "topic_thread", "acm"])
+@pytest.mark.parametrize("kind", kinds(["swin", "topic_thread", "acm"]))
 def test_alternating_sessions_cost_no_extra_llm_calls(kind):
     turns_a, turns_b = conversation(24), conversation(24, secret_at=3)
     sequential, alternating = counting_llm(), counting_llm()
@@ -276,7 +282,7 @@ def test_chain_hashes_change_from_the_edited_turn_on():
     assert a[:2] == b[:2] and all(x != y for x, y in zip(a[2:], b[2:], strict=True))
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", kinds(KINDS))
 def test_a_restarted_session_writes_what_a_continuous_one_writes(kind, tmp_path):
     """After a restart the next turns write exactly the rows they write without one (no rewrite)."""
     emb, turns = HashingEmbedder(), conversation(30)
@@ -324,7 +330,7 @@ CAPPED = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(CAPPED))
+@pytest.mark.parametrize("kind", kinds(CAPPED))
 def test_capped_logs_write_each_entry_once(kind, tmp_path, monkeypatch):
     """A log trimmed from the front writes one row per new entry and one tombstone per dropped one,
     however many turns the conversation has (a positional list rewrote every entry each turn)."""

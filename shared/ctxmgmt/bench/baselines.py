@@ -9,6 +9,9 @@ of :data:`ctxmgmt.registry.MEMORIES`, KadaneDialMemory) sent for the same questi
 - :class:`TopKDenseStrategy`: turns ranked by cosine similarity to the query with the same
   default embedder as the memories, added best first while they fit, sent chronologically.
 - :class:`TopKBM25Strategy`: the same with Okapi BM25 scores (the lexical anchor).
+
+:func:`baselines` lists them in display order, followed by the framework baselines
+(:mod:`ctxmgmt.bench.framework_baselines`) whose framework is installed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from ctxmgmt.bench.framework_baselines import (
+    LangChainSummarizationStrategy,
+    LangChainTrimStrategy,
+    LlamaIndexBufferStrategy,
+    LlamaIndexSummaryStrategy,
+    has_langchain,
+    has_llamaindex,
+)
 from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs
@@ -26,7 +37,15 @@ from ctxmgmt.lexical import BM25Index
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
 
-__all__ = ["Baseline", "LastKStrategy", "TopKBM25Strategy", "TopKDenseStrategy", "baselines", "turn_blocks"]
+__all__ = [
+    "Baseline",
+    "LastKStrategy",
+    "TopKBM25Strategy",
+    "TopKDenseStrategy",
+    "baselines",
+    "framework_baselines",
+    "turn_blocks",
+]
 
 
 @dataclass(frozen=True)
@@ -189,7 +208,39 @@ def baselines(*, embedder: Any = None, token_counter: Any = None, frameworks: bo
         Baseline("top-k BM25 turns (equal tokens)", lambda: TopKBM25Strategy(token_counter=token_counter)),
     ]
     if frameworks:
-        from ctxmgmt.bench.framework_baselines import framework_baselines
-
         out.extend(framework_baselines(token_counter=token_counter))
+    return out
+
+
+def framework_baselines(*, token_counter: Any = None) -> list[Baseline]:
+    """The framework baselines whose framework is installed.
+
+    Each framework gives a trimming buffer, given the budget per question, and a summarising
+    memory, given one budget for the whole dialogue (its token limit, or its summary trigger).
+    """
+    out: list[Baseline] = []
+    if has_llamaindex():
+        out += [
+            Baseline(
+                "LlamaIndex ChatMemoryBuffer", lambda: LlamaIndexBufferStrategy(token_counter=token_counter)
+            ),
+            Baseline(
+                "LlamaIndex ChatSummaryMemoryBuffer",
+                lambda budget=None: LlamaIndexSummaryStrategy(
+                    token_limit=budget, token_counter=token_counter
+                ),
+                budget_mode="dialogue",
+            ),
+        ]
+    if has_langchain():
+        out += [
+            Baseline("LangChain trim_messages", lambda: LangChainTrimStrategy(token_counter=token_counter)),
+            Baseline(
+                "LangChain SummarizationMiddleware",
+                lambda budget=None: LangChainSummarizationStrategy(
+                    trigger_tokens=budget, token_counter=token_counter
+                ),
+                budget_mode="dialogue",
+            ),
+        ]
     return out

@@ -1,9 +1,9 @@
 """The memories users of LangChain and LlamaIndex would pick instead, as benchmark baselines.
 
 Each one drives the framework's own code; the frameworks are imported inside the classes, so
-importing this module (and the core) never imports a framework. :func:`framework_baselines`
-returns only those whose framework is installed and :func:`framework_notes` says which were
-skipped.
+importing this module (and the core) never imports a framework.
+:func:`ctxmgmt.bench.baselines.framework_baselines` lists only those whose framework is
+installed and :func:`framework_notes` says which were skipped.
 
 - LlamaIndex ``ChatMemoryBuffer``: the turns' messages as ``ChatMessage`` s, ``get()`` with
   ``token_limit`` = the question's budget.
@@ -28,7 +28,6 @@ import importlib.util
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ctxmgmt.bench.baselines import Baseline
 from ctxmgmt.budget import message_tokens
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
@@ -41,7 +40,8 @@ __all__ = [
     "LangChainTrimStrategy",
     "LlamaIndexBufferStrategy",
     "LlamaIndexSummaryStrategy",
-    "framework_baselines",
+    "has_langchain",
+    "has_llamaindex",
     "framework_notes",
 ]
 
@@ -59,56 +59,24 @@ def _installed(module: str) -> bool:
         return False
 
 
-def _has_llamaindex() -> bool:
+def has_llamaindex() -> bool:
+    """True when ``llama-index-core`` is installed (its baselines can run)."""
     return _installed("llama_index.core")
 
 
-def _has_langchain() -> bool:
+def has_langchain() -> bool:
+    """True when ``langchain`` (with ``langchain_core``) is installed (its baselines can run)."""
     return _installed("langchain_core") and _installed("langchain.agents")
 
 
 def framework_notes() -> list[str]:
     """One line per framework baseline group skipped because its framework is missing."""
     notes = []
-    if not _has_llamaindex():
+    if not has_llamaindex():
         notes.append("LlamaIndex baselines skipped: pip install llama-index-core")
-    if not _has_langchain():
+    if not has_langchain():
         notes.append("LangChain baselines skipped: pip install langchain")
     return notes
-
-
-def framework_baselines(*, token_counter: Any = None) -> list[Baseline]:
-    """The framework baselines whose framework is installed.
-
-    Each framework gives a trimming buffer, given the budget per question, and a summarising
-    memory, given one budget for the whole dialogue (its token limit, or its summary trigger).
-    """
-    out: list[Baseline] = []
-    if _has_llamaindex():
-        out += [
-            Baseline(
-                "LlamaIndex ChatMemoryBuffer", lambda: LlamaIndexBufferStrategy(token_counter=token_counter)
-            ),
-            Baseline(
-                "LlamaIndex ChatSummaryMemoryBuffer",
-                lambda budget=None: LlamaIndexSummaryStrategy(
-                    token_limit=budget, token_counter=token_counter
-                ),
-                budget_mode="dialogue",
-            ),
-        ]
-    if _has_langchain():
-        out += [
-            Baseline("LangChain trim_messages", lambda: LangChainTrimStrategy(token_counter=token_counter)),
-            Baseline(
-                "LangChain SummarizationMiddleware",
-                lambda budget=None: LangChainSummarizationStrategy(
-                    trigger_tokens=budget, token_counter=token_counter
-                ),
-                budget_mode="dialogue",
-            ),
-        ]
-    return out
 
 
 # -- mapping framework output back to turns -------------------------------------------------------

@@ -18,6 +18,8 @@ import numpy as np
 
 from ctxmgmt.components._coerce import component_name
 from ctxmgmt.components.llm_call import bound_input
+from ctxmgmt.components.vectors import dot_rows as dot_rows
+from ctxmgmt.components.vectors import normalise as normalise
 from ctxmgmt.exceptions import ComponentError, ConfigurationError, CorruptStateError, CtxMgmtError
 
 logger = logging.getLogger(__name__)
@@ -32,16 +34,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in one batch; returns a float32 array of shape (len(texts), dim)."""
         ...
-
-
-def normalise(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm (zero rows stay zero), as float32."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    if vectors.ndim == 1:
-        vectors = vectors[None, :]
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return vectors / norms
 
 
 def embedder_name(embedder: Any) -> str:
@@ -156,17 +148,6 @@ def restored_vectors(
             raise CorruptStateError(f"saved {what} [{i}] has norm {norm:.4g}; embeddings have norm 1")
         out.append(vector)
     return out
-
-
-def dot_rows(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """``matrix @ vector`` (one dot product per row) without waking BLAS threads.
-
-    numpy's ``@`` hands a matrix-vector product of a few hundred rows to OpenBLAS's thread
-    pool, whose threads keep spinning after it returns and take the CPU from the next
-    torch forward pass: on 2 cores a query embedding went from 10 ms to 35 ms after one
-    such product. ``einsum`` runs the same product single-threaded (2 ms for 10,000 rows).
-    """
-    return np.einsum("ij,j->i", matrix, vector)
 
 
 _MODEL_LOCK = threading.Lock()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import normalise
+from ctxmgmt.components.vectors import normalise
 from ctxmgmt.exceptions import ComponentError
 
 STATIC_MODEL = "static-minilm-l6-v2"

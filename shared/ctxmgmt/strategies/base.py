@@ -14,10 +14,10 @@ from ctxmgmt.components._coerce import component_name
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
 from ctxmgmt.context import Block, BlockKind, Context
 from ctxmgmt.exceptions import ConfigurationError, CorruptStateError
-from ctxmgmt.framing import DEFAULT_MEMORY_ROLE, memory_message
+from ctxmgmt.framing import DEFAULT_MEMORY_ROLE
 from ctxmgmt.params import StrategyConfig
 from ctxmgmt.strategies.state import jsonable
-from ctxmgmt.types import Message, Turn
+from ctxmgmt.types import Message, Turn, memory_message
 
 _S = TypeVar("_S", bound="Strategy")
 
@@ -171,7 +171,7 @@ class Strategy(ABC):
     def text_block(self, kind: BlockKind, text: str, *, turns: Sequence[int] = (), reason: str = "") -> Block:
         """A text block (``"summary"``, ``"entities"``) sent as one framed memory message.
 
-        The message is in the strategy's ``memory_role`` (:func:`ctxmgmt.framing.memory_message`);
+        The message is in the strategy's ``memory_role`` (:func:`ctxmgmt.types.memory_message`);
         ``turns`` is its provenance; ``tokens`` counts that message (:meth:`memory_tokens`).
         """
         return Block(

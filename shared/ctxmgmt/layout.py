@@ -8,7 +8,7 @@ context stays in front:
 
 - every unit (one past turn, or one summary/entity block) the previous call sent comes first,
   in the previous order, when it is still selected, and also when it is not (hysteresis: it
-  stays while the context is within ``growth`` times the selection, or ``floor`` tokens),
+  stays while the context is within ``growth`` times the selection),
   once the previous context is large enough to be cached (``min_prefix``; smaller contexts
   are sent exactly as selected);
 - the units newly selected for this query follow, in the strategy's own order;
@@ -45,11 +45,9 @@ own append-only layouts; baselines are sent as their framework sends them."""
 
 GROWTH = 2.0
 """Most tokens a laid-out context holds, as a multiple of the strategy's own selection, before it
-is rebuilt (LoCoMo dev, ``ctxmgmt bench --cost``)."""
-
-FLOOR = 2048
-"""Tokens a laid-out context may always hold, however small the selection (LoCoMo dev,
-``ctxmgmt bench --cost``)."""
+is rebuilt. On LoCoMo dev (one call per user turn) 2 bills KadaneDial 17% less than no layout
+with cache reads at 10% of the input price, 9% less at 25%, 4% more at 50%; 3 bills 24% less at
+10% and 16% more at 50%."""
 
 MIN_PREFIX = 1024
 """Fewest tokens providers cache as a prefix (OpenAI; Anthropic's Sonnet and Opus). A previous
@@ -127,7 +125,6 @@ def arrange(
     *,
     limit: int | None = None,
     growth: float = GROWTH,
-    floor: int = FLOOR,
     min_prefix: int = MIN_PREFIX,
 ) -> tuple[list[Block], dict[str, Any]]:
     """Lay out ``selected`` (the strategy's blocks for this call) after the previous call's units.
@@ -139,7 +136,6 @@ def arrange(
         limit: Tokens the blocks may take in all (what the caller's budget leaves); None = no limit.
         growth: A kept context holds at most this multiple of the selection's tokens; default
             :data:`GROWTH` (2.0).
-        floor: ... or at most this many tokens, when more; default :data:`FLOOR` (2,048).
         min_prefix: A previous context of fewer tokens (its units) is not kept in place: it
             could not have been cached; default :data:`MIN_PREFIX` (1,024).
 
@@ -177,7 +173,7 @@ def arrange(
     new = [u for u in current if u.key not in seen]
     units = kept + new
     total = sum(u.block.tokens for u in units)
-    cap = max(growth * selected_tokens, floor)
+    cap = growth * selected_tokens
     if limit is not None:
         cap = min(cap, limit)
     if total > cap:

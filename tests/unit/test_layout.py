@@ -81,7 +81,7 @@ def test_past_the_growth_limit_the_selection_is_sent_as_is() -> None:
     strategy = filled({"a": range(0, 20), "b": range(30, 34)})
     first = call(strategy, "a", None)
     second = call(strategy, "b", first)
-    assert middle(second) == list(range(30, 34))  # 20 stale turns would be over 2x and 2,048 tokens
+    assert middle(second) == list(range(30, 34))  # 20 stale turns: over twice the selection
     assert second.details["layout"]["rebuilt"]
     assert second.details["stable_prefix_tokens"] == messages_tokens(strategy.token_counter, SYSTEM)
 

@@ -41,6 +41,7 @@ from typing import Any
 from ctxmgmt.bench.baselines import LastKStrategy
 from ctxmgmt.bench.data import Dialogue
 from ctxmgmt.bench.runner import FULL_HISTORY, ProgressHook
+from ctxmgmt.layout import MIN_PREFIX
 from ctxmgmt.selection import compose_context
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn
@@ -50,9 +51,6 @@ SYSTEM_PROMPT = (
     "follow; some may be excerpts or summaries chosen by a memory. Answer the last user message."
 )
 """The fixed system prompt of every call (about 40 tokens, so the figures are the memory's own)."""
-
-MIN_PREFIX = 1024
-"""Fewest tokens a provider caches as a prefix (OpenAI and Anthropic's Sonnet/Opus: 1,024)."""
 
 PRICES = (0.1, 0.5)
 """Cached prices shown by default, as shares of the input price (Anthropic about 0.1; OpenAI 0.5-0.1)."""
@@ -198,6 +196,7 @@ def replay_costs(
             strategy = factory(round(sum(per_call) / len(per_call)) if per_call and sum(per_call) else None)
         else:
             strategy = factory()
+        strategy.prepare(dialogue.turns)  # embeds in one batch; what is sent is the same
         previous = None
         for t, turn in enumerate(dialogue.turns):
             first = turn.messages[0]

@@ -188,37 +188,15 @@ def _bench_costs(
         f"{calls} calls (one per user turn)"
     )
     full = results[0]
-    summaries = [r.summary(full, prices) for r in results]
-    table = _table("Cost with prompt caching")
-    table.add_column("input\nper call", justify="right", no_wrap=True)
-    table.add_column("cached\nshare", justify="right", no_wrap=True)
-    for price in prices:
-        table.add_column(f"billed\n@{price:g}", justify="right", no_wrap=True)
-        table.add_column(f"vs full\n@{price:g}", justify="right", no_wrap=True)
-    table.add_column(f"break-even\n@{prices[0]:g}", justify="right", no_wrap=True)
-    for s in summaries:
-        key = f"{prices[0]:g}"
-        even = s.get(f"break_even_{key}") or {}
-        if s["kind"] == "full":
-            where = "-"
-        elif even.get("turns") is None:
-            where = "never"
-        else:
-            where = f"{even['turns']:.0f} t / {even['tokens'] / 1000:.1f}k"
-            if even["dialogues"] < even["total"]:
-                where += f" ({even['dialogues']}/{even['total']})"
-        cells = [f"{s['input_tokens_per_call']:,.0f}", f"{s['cached_share']:.3f}"]
-        for price in prices:
-            cells += [f"{s[f'billed_{price:g}']:.3f}", f"{s[f'vs_full_{price:g}']:.2f}"]
-        table.add_row(short_name(s["memory"]), *cells, where)
-    console.print(table)
+    console.print(cost_table([r.summary(full, prices) for r in results], prices))
     console.print(
         f"One call per user turn: input = a fixed system prompt ({SYSTEM_PROMPT[:24]}...) + the memory's "
         "messages + the user message. cached share: input tokens in the leading messages identical to "
         f"the previous call's, when at least {args.min_prefix:,} tokens (--min-prefix). billed @p: "
-        "uncached tokens + p x cached tokens, relative to the full history sent uncached. vs full: "
-        "billed / the full history's billed at the same price. break-even: median history (turns / "
-        "tokens) from which the memory bills less than the full history (20-call means). Equal-token "
+        "uncached tokens + p x cached tokens, relative to the full history sent uncached. x full: "
+        "billed / the full history's billed at the same price. even: median history (turns/tokens) "
+        "from which the memory bills less than the full history (20-call means; * not in every "
+        "dialogue). Equal-token "
         "baselines get the first memory's input per call; summarising ones its mean per dialogue.",
         style="dim",
     )
@@ -232,6 +210,34 @@ def _bench_costs(
             Path(args.json).write_text(json.dumps(payload, indent=2), encoding="utf-8")
             console.print(f"results written to {args.json}")
     return 0
+
+
+def cost_table(summaries: Sequence[Mapping[str, Any]], prices: Sequence[float]) -> Any:
+    """The ``--cost`` table (80 columns): per row, input per call, cached share, billed, break-even."""
+    table = _table("Cost with prompt caching")
+    table.add_column("input\n/call", justify="right", no_wrap=True)
+    table.add_column("cached\nshare", justify="right", no_wrap=True)
+    for price in prices:
+        table.add_column(f"billed\n@{price:g}", justify="right", no_wrap=True)
+        table.add_column("x\nfull", justify="right", no_wrap=True)
+    table.add_column(f"even\n@{prices[0]:g}", justify="right", no_wrap=True)
+    for s in summaries:
+        cells = [f"{s['input_tokens_per_call']:,.0f}", f"{s['cached_share']:.2f}"]
+        for price in prices:
+            cells += [f"{s[f'billed_{price:g}']:.3f}", f"{s.get(f'vs_full_{price:g}', 1.0):.2f}"]
+        table.add_row(short_name(s["memory"]), *cells, _break_even_cell(s, prices[0]))
+    return table
+
+
+def _break_even_cell(summary: Mapping[str, Any], price: float) -> str:
+    """``turns/tokens`` (e.g. ``57/4.5k``), ``never``, or ``-`` for the full history."""
+    even = summary.get(f"break_even_{price:g}") or {}
+    if summary["kind"] == "full":
+        return "-"
+    if even.get("turns") is None:
+        return "never"
+    cell = f"{even['turns']:.0f}/{even['tokens'] / 1000:.1f}k"
+    return cell if even["dialogues"] == even["total"] else f"{cell}*"
 
 
 @contextlib.contextmanager

@@ -125,7 +125,7 @@ def compose_context(
     a strategy laid out for prompt caching (``stable``; None = the strategy's default,
     :func:`ctxmgmt.layout.uses_layout`) keeps the previous call's units in front
     (:func:`ctxmgmt.layout.arrange`, ``details["layout"]``), and ``details["stable_prefix_tokens"]``
-    counts the leading messages identical to the previous call's (0 without one).
+    counts the leading messages identical to the previous call's (the receipt's 0 without one).
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -191,8 +191,10 @@ def compose_context(
         strategy=strategy.name,
         details=details,
     )
-    old = None if previous is None else previous.messages()
-    details["stable_prefix_tokens"] = stable_prefix_tokens(counter, context.messages(), old)
+    if previous is not None:  # the receipt reads 0 without one
+        details["stable_prefix_tokens"] = stable_prefix_tokens(
+            counter, context.messages(), previous.messages()
+        )
     return context
 
 

@@ -41,6 +41,7 @@ from typing import Any
 from ctxmgmt.bench.baselines import LastKStrategy
 from ctxmgmt.bench.data import Dialogue
 from ctxmgmt.bench.runner import FULL_HISTORY, ProgressHook
+from ctxmgmt.budget import messages_tokens
 from ctxmgmt.layout import MIN_PREFIX
 from ctxmgmt.selection import compose_context
 from ctxmgmt.strategies.base import Strategy
@@ -201,7 +202,12 @@ def replay_costs(
         for t, turn in enumerate(dialogue.turns):
             first = turn.messages[0]
             current = Turn(t, (first,)) if first.role == "user" else None
-            budget = per_call[t] if budget_mode == "question" and t < len(per_call) else None
+            budget = None
+            if budget_mode == "question" and t < len(per_call):
+                fixed = messages_tokens(
+                    strategy.token_counter, [*system, *(current.messages if current else ())]
+                )
+                budget = max(per_call[t], fixed + 1)  # at least one token to choose from (0 is no budget)
             context = compose_context(
                 strategy,
                 system,

@@ -192,7 +192,7 @@ def _bench_costs(
     console.print(
         f"One call per user turn: input = a fixed system prompt ({SYSTEM_PROMPT[:24]}...) + the memory's "
         "messages + the user message. cached share: input tokens in the leading messages identical to "
-        f"the previous call's, when at least {args.min_prefix:,} tokens (--min-prefix). billed @p: "
+        f"the previous call's, when at least {args.min_prefix:,} tokens (--min-prefix). bill @p: "
         "uncached tokens + p x cached tokens, relative to the full history sent uncached. x full: "
         "billed / the full history's billed at the same price. even: median history (turns/tokens) "
         "from which the memory bills less than the full history (20-call means; * not in every "
@@ -218,7 +218,7 @@ def cost_table(summaries: Sequence[Mapping[str, Any]], prices: Sequence[float]) 
     table.add_column("input\n/call", justify="right", no_wrap=True)
     table.add_column("cached\nshare", justify="right", no_wrap=True)
     for price in prices:
-        table.add_column(f"billed\n@{price:g}", justify="right", no_wrap=True)
+        table.add_column(f"bill\n@{price:g}", justify="right", no_wrap=True)
         table.add_column("x\nfull", justify="right", no_wrap=True)
     table.add_column(f"even\n@{prices[0]:g}", justify="right", no_wrap=True)
     for s in summaries:
@@ -230,13 +230,14 @@ def cost_table(summaries: Sequence[Mapping[str, Any]], prices: Sequence[float]) 
 
 
 def _break_even_cell(summary: Mapping[str, Any], price: float) -> str:
-    """``turns/tokens`` (e.g. ``57/4.5k``), ``never``, or ``-`` for the full history."""
+    """``turns/tokens`` (e.g. ``57/4.5k``, ``236/17k``), ``never``, or ``-`` for the full history."""
     even = summary.get(f"break_even_{price:g}") or {}
     if summary["kind"] == "full":
         return "-"
     if even.get("turns") is None:
         return "never"
-    cell = f"{even['turns']:.0f}/{even['tokens'] / 1000:.1f}k"
+    thousands = even["tokens"] / 1000
+    cell = f"{even['turns']:.0f}/{thousands:.{0 if thousands >= 10 else 1}f}k"
     return cell if even["dialogues"] == even["total"] else f"{cell}*"
 
 

@@ -45,9 +45,10 @@ own append-only layouts; baselines are sent as their framework sends them."""
 
 GROWTH = 2.0
 """Most tokens a laid-out context holds, as a multiple of the strategy's own selection, before it
-is rebuilt. On LoCoMo dev (one call per user turn) 2 bills KadaneDial 17% less than no layout
-with cache reads at 10% of the input price, 9% less at 25%, 4% more at 50%; 3 bills 24% less at
-10% and 16% more at 50%."""
+is rebuilt. LoCoMo dev, one call per user turn (``ctxmgmt bench --cost``, docs/cost.md): 2 bills
+KadaneDial 17% less than no layout with cache reads at 10% of the input price, 9% less at 25%,
+4% more at 50% (kept units no longer selected are paid at the cached rate); 3 (replayed from the
+same selections) bills 24% less at 10% and 16% more at 50%."""
 
 MIN_PREFIX = 1024
 """Fewest tokens providers cache as a prefix (OpenAI; Anthropic's Sonnet and Opus). A previous

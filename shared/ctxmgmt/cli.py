@@ -104,6 +104,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print(f"[yellow]note:[/yellow] {note}")
 
     rows = 1 + len(memories) + len(references) + len(baselines)
+    if args.cost:
+        return _bench_costs(args, console, paths, dialogues, memories, references, baselines, notes)
     with _progress(args.no_progress, rows) as hook:
         results = run_all(
             dialogues,
@@ -155,6 +157,90 @@ def cmd_bench(args: argparse.Namespace) -> int:
             Path(args.json).write_text(json.dumps(payload, indent=2), encoding="utf-8")
             console.print(f"results written to {args.json}")
     return 0
+
+
+def _bench_costs(
+    args: argparse.Namespace,
+    console: Any,
+    paths: Sequence[Path],
+    dialogues: Sequence[Any],
+    memories: Mapping[str, Any],
+    references: Mapping[str, Any],
+    baselines: Sequence[Any],
+    notes: Sequence[str],
+) -> int:
+    """``ctxmgmt bench --cost``: replay as a chat (one call per user turn) and bill prompt caching."""
+    from ctxmgmt.bench.cost import PRICES, SYSTEM_PROMPT, costs_json, run_costs
+
+    prices = tuple(args.cached_price or PRICES)
+    rows = 1 + len(memories) + len(references) + len(baselines)
+    with _progress(args.no_progress, rows) as hook:
+        results = run_costs(
+            dialogues,
+            memories=memories,
+            references=references,
+            baselines=baselines,
+            min_prefix=args.min_prefix,
+            stable=args.layout,
+            progress=hook,
+        )
+    calls = sum(len(d.turns) for d in dialogues)
+    console.print(
+        f"\nctxmgmt bench --cost on {', '.join(str(p) for p in paths)}: {len(dialogues)} dialogues, "
+        f"{calls} calls (one per user turn)"
+    )
+    full = results[0]
+    console.print(cost_table([r.summary(full, prices) for r in results], prices))
+    console.print(
+        f"One call per user turn: input = a fixed system prompt ({SYSTEM_PROMPT[:24]}...) + the memory's "
+        "messages + the user message. cached share: input tokens in the leading messages identical to "
+        f"the previous call's, when at least {args.min_prefix:,} tokens (--min-prefix). bill @p: "
+        "uncached tokens + p x cached tokens, relative to the full history sent uncached. x full: "
+        "billed / the full history's billed at the same price. even: median history (turns/tokens) "
+        "from which the memory bills less than the full history (20-call means; * not in every "
+        "dialogue). Equal-token "
+        "baselines get the first memory's input per call; summarising ones its mean per dialogue.",
+        style="dim",
+    )
+    if args.json:
+        payload = costs_json(
+            results, data=[str(p) for p in paths], prices=prices, min_prefix=args.min_prefix, notes=notes
+        )
+        if args.json == "-":
+            sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        else:
+            Path(args.json).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+            console.print(f"results written to {args.json}")
+    return 0
+
+
+def cost_table(summaries: Sequence[Mapping[str, Any]], prices: Sequence[float]) -> Any:
+    """The ``--cost`` table (80 columns): per row, input per call, cached share, billed, break-even."""
+    table = _table("Cost with prompt caching")
+    table.add_column("input\n/call", justify="right", no_wrap=True)
+    table.add_column("cached\nshare", justify="right", no_wrap=True)
+    for price in prices:
+        table.add_column(f"bill\n@{price:g}", justify="right", no_wrap=True)
+        table.add_column("x\nfull", justify="right", no_wrap=True)
+    table.add_column(f"even\n@{prices[0]:g}", justify="right", no_wrap=True)
+    for s in summaries:
+        cells = [f"{s['input_tokens_per_call']:,.0f}", f"{s['cached_share']:.2f}"]
+        for price in prices:
+            cells += [f"{s[f'billed_{price:g}']:.3f}", f"{s.get(f'vs_full_{price:g}', 1.0):.2f}"]
+        table.add_row(short_name(s["memory"]), *cells, _break_even_cell(s, prices[0]))
+    return table
+
+
+def _break_even_cell(summary: Mapping[str, Any], price: float) -> str:
+    """``turns/tokens`` (e.g. ``57/4.5k``, ``236/17k``), ``never``, or ``-`` for the full history."""
+    even = summary.get(f"break_even_{price:g}") or {}
+    if summary["kind"] == "full":
+        return "-"
+    if even.get("turns") is None:
+        return "never"
+    thousands = even["tokens"] / 1000
+    cell = f"{even['turns']:.0f}/{thousands:.{0 if thousands >= 10 else 1}f}k"
+    return cell if even["dialogues"] == even["total"] else f"{cell}*"
 
 
 @contextlib.contextmanager
@@ -355,6 +441,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run the baselines (last-k, top-k dense, LangChain / LlamaIndex memories); default on",
     )
     bench.add_argument("--plot", metavar="PATH", help="write a PNG of quality vs token ratio per memory")
+    bench.add_argument(
+        "--cost",
+        action="store_true",
+        help="bill as providers with prompt caching do: replay each dialogue as a chat, one call per "
+        "user turn, and report input tokens per call, the cached share, billed tokens at the cached "
+        "prices and the break-even history length, for every memory and baseline",
+    )
+    bench.add_argument(
+        "--cached-price",
+        type=float,
+        action="append",
+        metavar="SHARE",
+        help="with --cost: price of a cached token as a share of the input price (repeatable; "
+        "default 0.1 and 0.5)",
+    )
+    bench.add_argument(
+        "--min-prefix",
+        type=int,
+        default=1024,
+        metavar="TOKENS",
+        help="with --cost: fewest tokens a provider caches as a prefix (default 1,024)",
+    )
+    bench.add_argument(
+        "--layout",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --cost: lay memories out for prompt caching (default: each memory's default)",
+    )
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -89,14 +89,18 @@ class Context:
     def receipt(self) -> dict[str, Any]:
         """What a caller can check about the call: tokens sent, and whether the context is partial.
 
-        ``tokens`` sent of ``history_tokens``; ``partial`` with ``backlog`` (turns not derived
-        yet) while a long history is still being derived. The middleware puts it in the model's
-        reply (``response_metadata["ctxmgmt"]``).
+        ``tokens`` sent of ``history_tokens``; ``stable_prefix_tokens``: tokens of the leading
+        messages identical to the previous call's context of the conversation (what a
+        provider's prompt cache can serve, before its minimum prefix; 0 on a first call);
+        ``partial`` with ``backlog`` (turns not derived yet) while a long history is still
+        being derived. The LangChain middleware puts it in the model's reply
+        (``response_metadata["ctxmgmt"]``); LlamaIndex memories expose ``last_context``.
         """
         return {
             "strategy": self.strategy,
             "tokens": self.tokens,
             "history_tokens": self.history_tokens,
+            "stable_prefix_tokens": int(self.details.get("stable_prefix_tokens", 0)),
             "partial": bool(self.details.get("partial", False)),
             "backlog": int(self.details.get("backlog", 0)),
         }

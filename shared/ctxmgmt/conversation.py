@@ -169,7 +169,8 @@ class Conversation(Generic[T]):
             it for a while after a failure).
         lock: Held for the whole of every operation.
         last_context: The context of the last selection (None before the first or after
-            :meth:`clear`).
+            :meth:`clear`). The next selection is laid out after it (:mod:`ctxmgmt.layout`) and
+            counts its stable prefix against it; kept per process, not stored.
         backlog: Completed turns the last call left to derive (see :data:`INDEX_SECONDS`).
         in_background: Whether the process's background worker derives a backlog between calls
             (default :data:`BACKGROUND`).
@@ -308,6 +309,7 @@ class Conversation(Generic[T]):
                 budget=budget,
                 pending_tokens=self._pending_tokens,
                 backlog=self._index_backlog(past),
+                previous=self.last_context,
             )
             self.last_context = context
             messages = history.select_originals(context, text_block or self.codec.text_block)

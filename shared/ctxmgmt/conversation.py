@@ -37,6 +37,7 @@ import datetime as dt
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -114,6 +115,11 @@ against 0.53-0.55 s frozen (imports only, load average 12 on 2 cores; 1.7-1.9 s 
 Objects are still freed by reference counting; only reference cycles alive at exit are not
 collected, whose finalisers CPython does not promise to run at exit anyway. Set it to False
 before the process exits to keep the interpreter's own collections."""
+
+WORKER_NICE = 5
+"""How much the background worker's thread raises its nice value (Linux, where a thread has its
+own): on a busy host the scheduler then serves the process's calls before its background
+derivation (0 = the process's own priority). Read when the worker thread starts."""
 
 REST_SHARE = 0.5
 """After each step the background worker rests this share of the step's time, so calls (which
@@ -582,6 +588,7 @@ class _BacklogWorker:
             self._queue = deque(c for c in self._queue if c is not conversation)
 
     def _run(self) -> None:
+        _lower_priority(WORKER_NICE)
         while True:
             with self._cond:
                 if not self._queue and not self._stopping:
@@ -605,6 +612,17 @@ class _BacklogWorker:
                 del conversation  # an evicted conversation is not kept alive by the worker
                 # rest, unless asked to stop
                 self._cond.wait(min(REST_SHARE * (time.monotonic() - started), 1.0))
+
+
+def _lower_priority(nice: int) -> None:
+    """Raise the calling thread's nice value by ``nice`` (Linux: per thread); elsewhere nothing."""
+    if nice <= 0 or not sys.platform.startswith("linux") or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError as exc:  # a sandbox may refuse it: the worker only runs at the process's priority
+        logger.debug("could not lower the background worker's priority: %s", exc)
 
 
 _IDLE_SECONDS = 5.0

@@ -7,6 +7,7 @@ slowed embedder so nothing depends on machine speed.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -168,3 +169,21 @@ def test_the_exit_hook_leaves_live_objects_out_of_the_final_collections_unless_s
         assert (gc.get_freeze_count() > before) is freeze
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_the_worker_thread_lowers_its_own_priority_only() -> None:
+    import threading
+
+    seen: list[int] = []
+
+    def run() -> None:
+        conversation_module._lower_priority(conversation_module.WORKER_NICE)
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    main = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [min(19, main + conversation_module.WORKER_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main

@@ -149,4 +149,7 @@ class _StaticTurns:
         return self.turns.embed(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.questions.embed([text])
+        """``text`` by ``questions``: embedded once per call with the strategy's (:func:`shared_queries`)."""
+        from ctxmgmt.components.embedder import embed_query
+
+        return embed_query(self.questions, text)

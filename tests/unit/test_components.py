@@ -19,7 +19,7 @@ from ctxmgmt.components import (
     as_token_counter,
     default_token_counter,
 )
-from ctxmgmt.components.embedder import embed_query, normalise
+from ctxmgmt.components.embedder import embed_queries, embed_query, normalise, shared_queries
 from ctxmgmt.components.tokens import DEFAULT_ENCODING, CachedTokenCounter
 from ctxmgmt.exceptions import ComponentError
 from ctxmgmt.lexical import STOPWORDS, BM25Index, scores_for, tokenize
@@ -220,6 +220,31 @@ def test_embed_query_normalises_the_embedders_own_query_path() -> None:
             return np.array([5.0, 0.0])
 
     np.testing.assert_allclose(embed_query(Raw(), "q"), [[1.0, 0.0]])
+
+
+def test_shared_queries_embed_each_text_once_per_embedder_within_one_call() -> None:
+    class Counting:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def embed(self, texts):
+            return np.ones((len(texts), 2))
+
+        def embed_query(self, text):
+            self.asked.append(text)
+            return np.array([float(len(text)), 1.0])
+
+    a, b = Counting(), Counting()
+    with shared_queries():
+        first = embed_query(a, "where is the bike?")
+        both = embed_queries(a, ["where is the bike?", "bike"])  # the strategy's query and its focused form
+        embed_query(b, "bike")  # another embedder embeds for itself
+        with shared_queries():  # a nested scope shares the outer one
+            embed_query(a, "bike")
+    assert a.asked == ["where is the bike?", "bike"] and b.asked == ["bike"]
+    np.testing.assert_allclose(both[0], first[0])
+    embed_query(a, "bike")  # nothing is kept after the call
+    assert a.asked[-1] == "bike" and len(a.asked) == 3
 
 
 # ---------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ slowed embedder so nothing depends on machine speed.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -35,7 +36,7 @@ def with_backlog(embedder: Any, store: SQLiteStore | None = None, key: str = "k"
 
 
 def test_an_evicted_conversation_is_never_stepped_or_written_again(tmp_path):
-    embedder = GatedEmbedder(min_texts=2)
+    embedder = GatedEmbedder()
     store = SQLiteStore(tmp_path / "s.db")
     pool: ConversationPool[Note] = ConversationPool(
         lambda: KadaneDialStrategy(embedder=embedder), CODEC, surface="t", store=store, max_conversations=1
@@ -55,7 +56,7 @@ def test_an_evicted_conversation_is_never_stepped_or_written_again(tmp_path):
 
 
 def test_clear_while_the_worker_prepares_leaves_nothing_stored(tmp_path):
-    embedder = GatedEmbedder(min_texts=2)
+    embedder = GatedEmbedder()
     store = SQLiteStore(tmp_path / "s.db")
     conversation = with_backlog(embedder, store)
     assert embedder.waiting.wait(10)
@@ -80,7 +81,7 @@ def test_carry_over_during_a_backlog_keeps_the_carried_memory():
 
 
 def test_the_background_never_makes_a_call_wait_for_a_batch():
-    embedder = GatedEmbedder(min_texts=2)
+    embedder = GatedEmbedder()
     conversation = with_backlog(embedder)
     assert embedder.waiting.wait(10)  # the worker is embedding its next batch
     start = time.monotonic()
@@ -90,9 +91,28 @@ def test_the_background_never_makes_a_call_wait_for_a_batch():
     assert selection.context.details["partial"] and waited < 5  # answered while the worker was stuck
 
 
+def test_a_stopping_worker_ends_its_step_between_two_turns_and_commits_nothing(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    embedder = HashingEmbedder()
+    conversation = Conversation("k", KadaneDialStrategy(embedder=embedder), CODEC, store, index_seconds=0.0)
+    conversation.in_background = False
+    conversation.select([*chat(80), Note("user", "question 3 about cats")])
+    derived, stored = len(conversation.strategy), stored_chains(store, "k")
+    asked: list[int] = []
+
+    def stopping() -> bool:  # the process starts to exit after the first turn's pass
+        asked.append(1)
+        return len(asked) > 1
+
+    assert conversation.derive_backlog_step(stopping)  # the backlog is left for later
+    assert len(asked) == 2 and len(conversation.strategy) == derived
+    assert stored_chains(store, "k") == stored
+    assert conversation.derive_backlog_step() and len(conversation.strategy) > derived  # it goes on
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_derives_its_backlog_and_never_deadlocks():
-    embedder = GatedEmbedder(min_texts=2)
+    embedder = GatedEmbedder()
     conversation = with_backlog(embedder)
     assert embedder.waiting.wait(10)  # fork while the worker is inside a step
     read, write = os.pipe()
@@ -134,3 +154,36 @@ def test_the_same_question_finds_its_turn_asked_at_once_and_after_catch_up():
         assert 20 in {t for b in context.blocks if b.kind == "turns" for t in b.turns}
         assert any("4417" in m.text for b in context.blocks for m in b.messages)
     assert Message("user", "my bike lock code is 4417") in [m for b in first.blocks for m in b.messages]
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_the_exit_hook_leaves_live_objects_out_of_the_final_collections_unless_switched_off(
+    monkeypatch: pytest.MonkeyPatch, freeze: bool
+) -> None:
+    import gc
+
+    monkeypatch.setattr(conversation_module, "FREEZE_AT_EXIT", freeze)
+    before = gc.get_freeze_count()
+    try:
+        conversation_module._freeze_at_exit()
+        assert (gc.get_freeze_count() > before) is freeze
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_the_worker_thread_lowers_its_own_priority_only() -> None:
+    import threading
+
+    seen: list[int] = []
+
+    def run() -> None:
+        conversation_module._lower_priority(conversation_module.WORKER_NICE)
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    main = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [min(19, main + conversation_module.WORKER_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main

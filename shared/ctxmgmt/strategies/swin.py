@@ -282,12 +282,21 @@ class SWinStrategy(Strategy):
       so a recent item, or an old one dense in names, numbers and dates or repeated by
       several windows, stays.
 
-    ``select`` returns one ``"summary"`` block (the memory, chronological, provenance = the
-    turns of its windows in this session) and then the *open window* verbatim: the turns
-    from the start of the next window on (``overlap`` to ``window - 1`` turns), at least the
-    newest ``recent_turns``, and any turn whose window is not summarised yet. Over budget,
-    memory items go first (lowest ``score + 0.5 * word overlap with the query`` first), then
-    the oldest verbatim turns; a turn is never cut.
+    ``select`` returns the memory as ``"summary"`` blocks of ``segment_items`` items each
+    (chronological, provenance = the turns of their windows in this session), then the *open
+    window* verbatim: the turns from the start of the next window on (``overlap`` to
+    ``window - 1`` turns), at least the newest ``recent_turns``, and any turn whose window is
+    not summarised yet; then (beyond SWin) the **recalled passages**: sentences and list items
+    of older turns that best match the query (BM25 of the passage plus that of its turn, each
+    scaled to [0, 1]), each with its speaker and date, oldest first, within
+    ``recall_ratio`` of the history tokens not shown otherwise and ``recall_share`` of the
+    budget. Over budget, memory items go first (lowest ``score + 0.5 * word overlap with the
+    query`` first), then the oldest verbatim turns; a turn is never cut.
+
+    **Prompt caches**: the leading blocks change only when a window is merged (the last
+    segment grows) or items are forgotten (``forget_batch`` at a time, every few windows);
+    the open window only appends between windows; the query's passages come last.
+    ``details["stable_blocks"]`` counts the blocks before them.
 
     ``new_session()`` summarises the unsummarised tail, then starts a new session from the
     memory: turns and windows restart, the memory stays (SWin's memory carried over sessions).
@@ -310,6 +319,10 @@ class SWinStrategy(Strategy):
         recency_weight: Share of recency in the retention score, in [0, 1]; default 0.5.
         dedup_threshold: Jaccard similarity at which items are duplicates, in (0, 1]; 0.6.
         background: Summarise in a worker thread (default False: synchronous, deterministic).
+        recall_share: Most share of a budget for recalled passages; default 0.5 (0: off).
+        recall_ratio: Most recalled tokens as a share of the history not shown; default 0.01.
+        segment_items: Memory items per summary message; default 12.
+        forget_batch: Extra items forgotten when the memory exceeds gamma; default 8.
 
     Attributes:
         llm_calls: LLM calls made by the summarizer (0 with the extractive default).
@@ -645,26 +658,24 @@ class SWinStrategy(Strategy):
                 low = middle + 1
         return rest(low), order[:low]
 
-    def recall_cap(self, budget: int | None) -> int:
+    def recall_cap(self, budget: int | None, shown: int = 0) -> int:
         """Most tokens of recalled passages for a call within ``budget`` (None: no budget).
 
-        ``recall_ratio`` of the history's tokens, and with a budget at most ``recall_share`` of it.
+        ``recall_ratio`` of the history's tokens the memory and the open window do not show
+        (``shown`` tokens), and with a budget at most ``recall_share`` of it.
         """
-        cap = int(self.recall_ratio * self.total_tokens)
+        cap = int(self.recall_ratio * max(0, self.total_tokens - shown))
         if budget is not None:
             cap = min(cap, int(self.recall_share * budget))
         return cap if self.recall_share > 0 else 0
 
-    def _recall_block(
-        self, query: str, shown: set[int], budget: int | None, room: int | None
-    ) -> Block | None:
+    def _recall_block(self, query: str, shown: set[int], room: int | None, cap: int) -> Block | None:
         """Passages of turns not shown that match ``query`` best (BM25), oldest first, within the cap.
 
         Beyond SWin: the running memory keeps what windows found salient, not what a question
         will ask; these passages (one sentence or list item each, with speaker and date) bring
         back the facts it asks about. None when nothing matches or there is no room.
         """
-        cap = self.recall_cap(budget)
         if room is not None:
             cap = min(cap, room)
         if cap < MIN_RECALL_TOKENS or not query.strip() or not self._passage_lines:
@@ -710,10 +721,11 @@ class SWinStrategy(Strategy):
         return out if chosen else None
 
     def select(self, query: str, *, budget: int | None = None) -> Context:
-        """The memory as one summary block, then the open window verbatim, within ``budget``.
+        """The memory's segments, the open window verbatim, then the recalled passages, within ``budget``.
 
-        Over budget, memory items are dropped first (lowest retention score plus query word
-        overlap first), then the oldest verbatim turns; turns are never cut.
+        The recall's cap is set aside first; over budget, memory items are dropped first
+        (lowest retention score plus query word overlap first), then the oldest verbatim turns;
+        turns are never cut.
         """
         query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
@@ -732,11 +744,14 @@ class SWinStrategy(Strategy):
         dropped_items: list[MemoryItem] = []
         dropped_turns: list[int] = []
         room = None if budget is None else budget - self.tokens_of(verbatim)
-        recall = self._recall_block(query, set(verbatim), budget, room)
-        if room is not None:
+        shown = self.tokens_of(verbatim) + sum(b.tokens for b in self._summary_blocks(items))
+        cap = self.recall_cap(budget, shown)
+        recall = self._recall_block(query, set(verbatim), room, cap)
+        recalled = recall.tokens if recall is not None else 0
+        if budget is not None and room is not None and shown + recalled > budget:  # fits: unchanged
             # the recall's whole cap is set aside, however much of it this query fills, so the
             # items kept do not change from one query to the next
-            room -= max(recall.tokens if recall is not None else 0, min(self.recall_cap(budget), room))
+            room -= max(recalled, min(cap, room))
             kept, dropped_items = self._fit_items(kept, priority, room)
             if not kept:  # no summary left: the oldest verbatim turns go until the rest fits
                 while verbatim and room < 0:

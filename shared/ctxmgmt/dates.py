@@ -34,7 +34,7 @@ _COUNT.update({"a": 1, "an": 1, "a couple of": 2, "couple of": 2, "few": 3, "a f
 
 _DAY_MONTH_YEAR = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+([A-Za-z]{3,9})\.?,?\s+(\d{4})\b")
 _MONTH_DAY_YEAR = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b")
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})")
+_ISO = re.compile(r"\b(\d{4})[-/](\d{2})[-/](\d{2})")
 _WEEKDAY_WORD = r"(?:mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?\.?"
 _WEEKDAY_FULL = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _NUMBER_WORD = (
@@ -116,7 +116,8 @@ _REACH = 200
 def parse_date(stamp: str | None) -> dt.date | None:
     """The calendar date of a timestamp, or None when none can be read.
 
-    Reads ISO dates ("2023-05-08T13:56"), day-month-year ("1:56 pm on 8 May, 2023") and
+    Reads ISO dates ("2023-05-08T13:56", also with slashes: "2023/05/08 (Mon) 13:56", as
+    LongMemEval dates its sessions), day-month-year ("1:56 pm on 8 May, 2023") and
     month-day-year ("May 8, 2023"); month names may be abbreviated.
 
     Example:

@@ -583,3 +583,50 @@ def test_reset_forgets_the_llm_calls_of_the_tiers():
     assert s.llm_calls > 0
     s.reset()
     assert (s.llm_calls, s.summarize_calls, s.extract_calls) == (0, 0, 0)
+
+
+# -- stable layout (prompt caches) ---------------------------------------------------------------
+def test_cascade_batch_moves_the_tiers_in_blocks():
+    one, batched = make(200), make(200, cascade_batch=0.5)
+    moves_one, moves_batched = 0, 0
+    for i in range(80):
+        before = (one.tiers["verbatim"][:1], batched.tiers["verbatim"][:1])
+        one.add(turn(i))
+        batched.add(turn(i))
+        moves_one += one.tiers["verbatim"][:1] != before[0]
+        moves_batched += batched.tiers["verbatim"][:1] != before[1]
+    assert moves_batched * 2 < moves_one  # the verbatim tier's start moves far less often
+    verbatim = batched.tokens_of(batched.tiers["verbatim"])
+    assert verbatim <= batched.floor  # and stays within the floor
+    assert ACMConfig.paper().cascade_batch == 0.0 and not ACMConfig.paper().stable_layout
+
+
+def test_stable_layout_keeps_the_prefix_between_cascades_and_puts_the_query_last():
+    s = make(300, stable_layout=True, cascade_batch=0.5, query_share=0.2)
+    for i in range(60):
+        s.add(turn(i))
+    a = s.select("Person3 near the mill")
+    b = s.select("item 17")
+    assert a.tokens <= 300 and b.tokens <= 300
+    prefix = a.details["stable_blocks"]
+    assert prefix == b.details["stable_blocks"] >= 2
+    assert [x.text or x.messages for x in a.blocks[:prefix]] == [
+        x.text or x.messages for x in b.blocks[:prefix]
+    ]
+    assert [x.kind for x in a.blocks[:prefix]][-1] == "turns"  # the verbatim tier ends the prefix
+    assert a.blocks[-1].reason.startswith("the query's turns") and 3 in a.blocks[-1].turns
+    assert a.blocks[-1].tokens <= 0.2 * s.floor
+    # a new turn appends to the verbatim tier and leaves the blocks before it unchanged, until a cascade
+    kinds = [x.kind for x in a.blocks[:prefix]]
+    s.add(turn(60))
+    c = s.select("Person3 near the mill")
+    if s.tiers["verbatim"][0] == a.details["verbatim"][0]:
+        assert [x.text for x in c.blocks[: prefix - 1]] == [x.text for x in a.blocks[: prefix - 1]]
+        assert (
+            c.blocks[prefix - 1].messages[: len(a.blocks[prefix - 1].messages)]
+            == a.blocks[prefix - 1].messages
+        )
+    assert kinds == [x.kind for x in c.blocks[:prefix]]
+    # every budget is a hard limit
+    for budget in (16, 40, 120, 250):
+        assert s.select("Person3", budget=budget).tokens <= budget

@@ -184,7 +184,8 @@ def test_run_demo_output_fits_80_columns(demo, hashing_embedder):
     for record in records:
         assert record["messages"] >= record["memory_messages"] >= 0
     swin = [r for r in records if r["strategy"] == "SWinSummaryBuffer"]
-    assert all(r["memory_messages"] == 1 for r in swin)  # its summary, framed as memory
+    # its summary segments and recalled passages, framed as memory
+    assert all(r["memory_messages"] >= 1 for r in swin)
     assert "framed as memory" in output
 
 

@@ -149,7 +149,9 @@ def test_capacity_and_forgetting_balance_recency_and_salience():
             return ["On 3 May 2023 Alice met Bob and Carol in Paris at 10 am."]
         return [f"a remark about {WORDS[k]}"]
 
-    s = SWinStrategy(summarizer=Recording(items=items), token_counter=words, gamma=3, window=2, overlap=0)
+    s = SWinStrategy(
+        summarizer=Recording(items=items), token_counter=words, gamma=3, window=2, overlap=0, forget_batch=0
+    )
     s.add_many([turn(i) for i in range(12)])  # 6 windows, 6 items, capacity 3
     texts = [i.text for i in s.items]
     assert len(texts) == 3
@@ -171,9 +173,63 @@ def test_recency_only_forgets_the_oldest():
         window=1,
         overlap=0,
         recency_weight=1.0,
+        forget_batch=0,
     )
     s.add_many([turn(i) for i in range(5)])
     assert [i.window for i in s.items] == [3, 4]
+
+
+def test_forget_batch_forgets_in_blocks_so_the_first_summary_message_stays():
+    s = SWinStrategy(
+        summarizer=Recording(items=lambda t: [f"Bob likes {WORDS[turns_in(t)[0] % 7]} {turns_in(t)[0]}"]),
+        token_counter=words,
+        gamma=8,
+        window=1,
+        overlap=0,
+        recency_weight=1.0,
+        forget_batch=4,
+        segment_items=3,
+    )
+    sizes, firsts = [], []
+    for i in range(20):
+        s.add(turn(i))
+        sizes.append(len(s.items))
+        firsts.append(s.select("Bob").blocks[0].text)
+    assert max(sizes) == 8 and sizes[8] == 4  # over gamma: down to gamma - forget_batch at once
+    assert sizes[9:12] == [5, 6, 7]  # then windows only append
+    assert len(set(firsts[8:13])) == 1  # the first summary message is unchanged meanwhile
+    assert s.forgotten[0]["text"].startswith("Bob likes apples 0")
+    # most half of gamma goes at once
+    small = SWinStrategy(
+        summarizer=Recording(items=lambda t: [f"Bob likes {WORDS[turns_in(t)[0] % 7]} {turns_in(t)[0]}"]),
+        token_counter=words,
+        gamma=3,
+        window=1,
+        overlap=0,
+        forget_batch=8,
+    )
+    small.add_many([turn(i) for i in range(6)])
+    assert 2 <= len(small.items) <= 3
+
+
+def test_memory_is_sent_as_append_only_segments():
+    s = SWinStrategy(
+        summarizer=Recording(items=lambda t: [f"Item {turns_in(t)[0]} about Paris."]),
+        token_counter=words,
+        gamma=100,
+        window=1,
+        overlap=0,
+        segment_items=4,
+        recall_share=0,
+    )
+    s.add_many([turn(i) for i in range(10)])
+    before = s.select("Paris")
+    s.add(turn(10))
+    after = s.select("Paris")
+    summaries = [b for b in after.blocks if b.kind == "summary"]
+    assert [b.text.count("\n- ") + b.text.startswith("- ") for b in summaries] == [4, 4, 3]
+    assert summaries[0].text.startswith("Summary of the earlier conversation:")
+    assert [b.text for b in after.blocks[:2]] == [b.text for b in before.blocks[:2]]  # closed segments stay
 
 
 def test_new_session_keeps_memory_and_resets_windows():
@@ -257,7 +313,7 @@ def drop_one_at_a_time(s: SWinStrategy, query: str, budget: int) -> tuple[list[s
     dropped: list[str] = []
 
     def total() -> int:
-        return (s._summary_block(kept).tokens if kept else 0) + s.tokens_of(verbatim)
+        return sum(b.tokens for b in s._summary_blocks(kept)) + s.tokens_of(verbatim)
 
     while (kept or verbatim) and total() > budget:
         if kept:
@@ -272,7 +328,7 @@ def drop_one_at_a_time(s: SWinStrategy, query: str, budget: int) -> tuple[list[s
 def test_budget_bisection_drops_what_dropping_one_item_at_a_time_drops():
     names = ["Bob", "Ana", "Chen", "Dmitri", "Eve", "Farah", "Goran", "Hiro", "Ines", "Jamal"]
     cities = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Quito", "Perth", "Delhi", "Seoul", "Accra"]
-    s = SWinStrategy(token_counter=words)
+    s = SWinStrategy(token_counter=words, recall_share=0)  # the memory's own budget rule
     s.add_many(
         [
             turn(i, f"Turn {i}: Alice met {names[i % 10]} in {cities[i * 3 % 10]} about {i * 7} boxes.")
@@ -290,7 +346,7 @@ def test_budget_bisection_drops_what_dropping_one_item_at_a_time_drops():
 
 
 def test_budget_drops_items_before_turns():
-    s = SWinStrategy(token_counter=words)
+    s = SWinStrategy(token_counter=words, recall_share=0)
     s.add_many([turn(i, f"Turn {i}: Alice met Bob number {i} in Paris on {i} May.") for i in range(15)])
     full = s.select("Bob")
     verbatim = full.blocks[-1].tokens
@@ -445,6 +501,10 @@ def test_every_parameter_is_declared_with_its_default_and_a_doc():
         "recency_weight": RECENCY_WEIGHT,
         "dedup_threshold": DEDUP_THRESHOLD,
         "background": False,
+        "recall_share": 0.5,
+        "recall_ratio": 0.01,
+        "segment_items": 12,
+        "forget_batch": 8,
         "memory_role": "user",
     }
     assert specs["background"].kind is bool
@@ -461,8 +521,9 @@ def test_config_object_keywords_and_paper():
     assert (s.window, s.overlap, s.stride, s.gamma) == (4, 1, 3, 10)
     assert s.config == SWinConfig(window=4, overlap=1, gamma=10) and config.gamma == GAMMA
     assert isinstance(s.half_life, float) and s.config.to_dict()["half_life"] == 4.0
-    assert SWinConfig.paper() == SWinConfig()  # SWin's defaults are the paper's
-    assert SWinStrategy.from_paper(token_counter=words).config == SWinConfig()
+    # SWin as published: no recalled passages, one item forgotten at a time
+    assert SWinConfig.paper() == SWinConfig(recall_share=0.0, forget_batch=0)
+    assert SWinStrategy.from_paper(token_counter=words).config == SWinConfig.paper()
     with pytest.raises(ConfigurationError, match="unexpected"):
         SWinStrategy(token_counter=words, windows=4)
 
@@ -509,3 +570,39 @@ def test_default_summariser_keeps_dated_facts_compactly():
     texts = [i.text for i in s.items]
     assert any("yesterday (7 May 2023)" in t and t.startswith("user (8 May 2023): ") for t in texts)
     assert s.llm_calls == 0
+
+
+def test_recall_brings_back_dated_passages_of_older_turns_after_the_window():
+    s = SWinStrategy(token_counter=words, recall_ratio=0.5)
+    filler = [turn(i, f"Turn {i}: we talked about the weather in city number {i}.") for i in range(40)]
+    fact = Turn(
+        0,
+        (
+            Message(
+                "user",
+                "I adopted a dog last week. He is a Golden Retriever named Max.",
+                timestamp="2023/05/25 (Thu) 23:07",
+            ),
+            Message("assistant", "Congratulations on Max!"),
+        ),
+    )
+    s.add(fact)
+    s.add_many(filler)
+    context = s.select("What breed is my dog Max?", budget=400)
+    assert context.tokens <= 400
+    recall = context.blocks[-1]
+    assert recall.kind == "summary" and recall.text.startswith("Passages of earlier turns")
+    assert "user (25 May 2023): He is a Golden Retriever named Max." in recall.text
+    assert recall.turns == (0,) and 0 not in context.turn_indices  # not verbatim: no evidence credit
+    assert context.details["recalled_passages"] >= 1
+    assert context.details["stable_blocks"] == len(context.blocks) - 1
+    # at most recall_ratio of the history and recall_share of the budget
+    assert recall.tokens <= min(s.recall_cap(400), 0.5 * 400)
+    off = SWinStrategy(token_counter=words, recall_share=0)
+    off.add(fact)
+    off.add_many(filler)
+    assert "Passages" not in off.select("What breed is my dog Max?", budget=400).text()
+    # rebuilt, not stored: a restored memory recalls the same
+    restored = SWinStrategy(token_counter=words, recall_ratio=0.5)
+    restored.load_state(s.to_state())
+    assert restored.select("What breed is my dog Max?", budget=400).text() == context.text()

@@ -176,6 +176,21 @@ class ACMConfig(MemoryConfig):
         le=1,
     )
 
+    stable_layout: bool = param(
+        False,
+        "Lay the context out for prompt caches (beyond ACM): entities, summaries and the verbatim tier "
+        "first, sized from the cascade budget and ranked without the query, so they change only when "
+        "the cascade moves the tiers; then the turns the query needs, in query_share of the floor "
+        "(the cascade keeps the verbatim tier within the rest of the floor).",
+    )
+    cascade_batch: float = param(
+        0.0,
+        "Share of the verbatim floor the cascade frees beyond what it must when it runs, so the tiers "
+        "move in blocks every few turns instead of every turn (beyond ACM; 0 = as published).",
+        ge=0,
+        lt=1,
+    )
+
     @classmethod
     def paper(cls) -> ACMConfig:
         """ACM as published: the three tiers without query recall or query spans."""
@@ -322,6 +337,17 @@ class ACMStrategy(Strategy):
         return int(self.unmodified_ratio * self.token_budget)
 
     @property
+    def cascade_floor(self) -> int:
+        """Tokens the cascade keeps the verbatim tier within.
+
+        The floor; with ``stable_layout``, less the query's share of it (the whole tier is shown
+        there, and the query's turns after it).
+        """
+        if self.stable_layout:
+            return self.floor - int(self.query_share * self.floor)
+        return self.floor
+
+    @property
     def summary_tier_limit(self) -> int:
         """Most tokens of the summarised tier's block at the cascade budget."""
         return int(self.summary_share * (self.token_budget - self.floor))
@@ -381,10 +407,12 @@ class ACMStrategy(Strategy):
     def _cascade(self, turns: Sequence[Turn], tokens: Sequence[int], n: int) -> None:
         verbatim = sum(tokens[self._u_start : n])
         summary = self._block_tokens(SUMMARY_HEADER, [s.line() for s in self._summaries])
-        if verbatim + summary + self.entity_reserve <= self.token_budget:
+        reserve = self.floor - self.cascade_floor  # the query's share with stable_layout
+        if verbatim + summary + self.entity_reserve + reserve <= self.token_budget:
             return
         batch: list[int] = []
-        while self._u_start < n and (verbatim > self.floor or not batch):
+        target = int(self.cascade_floor * (1 - self.cascade_batch))  # room for a few turns more
+        while self._u_start < n and (verbatim > target or not batch):
             batch.append(self._u_start)
             verbatim -= tokens[self._u_start]
             self._u_start += 1
@@ -626,6 +654,119 @@ class ACMStrategy(Strategy):
             out.pop()
         return out
 
+    def _select_stable(self, query: str, b: int) -> Context:
+        """``stable_layout``: a query-independent prefix, then the turns the query needs, within ``b``.
+
+        The prefix is sized from the cascade budget B (``token_budget``), not from ``b`` (which
+        the caller's system prompt and current turn make vary from call to call): the entities
+        (ranked without the query) and the summaries share the band ``(1 - unmodified_ratio) * B``
+        as in :meth:`select`, then the whole verbatim tier (the cascade keeps it within
+        :attr:`cascade_floor`). It changes only when the cascade moves the tiers (every few
+        turns with ``cascade_batch``); between, new turns are appended. Then, in ``query_share``
+        of the floor, the query's spans (BM25 + KadaneDial, as :meth:`select`) and the turns
+        behind the entities the query mentions, chronological. Over ``b`` (a budget far below
+        B), the oldest verbatim turns go first, then the prefix's text blocks.
+        """
+        n = len(self._turns)
+        big = self.token_budget
+        floor = int(self.unmodified_ratio * big)
+        band = big - floor
+        context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
+        # the verbatim tier, newest first within the cascade's floor (all of it unless b < B)
+        cap = min(b, self.cascade_floor)
+        start = n
+        while start > self._u_start and self.tokens_of(range(start - 1, n)) <= cap:
+            start -= 1
+        if start == n and n > self._u_start and self._turn_tokens[n - 1] <= b:
+            start = n - 1  # the newest turn whenever it fits at all
+        verbatim = list(range(start, n))
+        used = self.tokens_of(verbatim)
+        # summaries, newest first, within their share of the band
+        summary_lines: list[str] = []
+        chosen_summaries: list[SummaryItem] = []
+        summary_cap = min(int(self.summary_share * band), b - used)
+        for item in reversed(self._summaries):
+            trial = [item.line(), *summary_lines]
+            if self._block_tokens(SUMMARY_HEADER, trial) > summary_cap:
+                break
+            summary_lines = trial
+            chosen_summaries.insert(0, item)
+        used += self._block_tokens(SUMMARY_HEADER, summary_lines)
+        # entities ranked without the query, in the rest of the band
+        ranked = self._entity_order({})
+        entity_cap = max(0, min(band - self._block_tokens(SUMMARY_HEADER, summary_lines), b - used))
+        entity_lines = self._fill_lines(ENTITY_HEADER, [], [r.line() for r in ranked], entity_cap)
+        if entity_lines:
+            order = {r.line(): (r.turns[0], r.text) for r in ranked}
+            by_rank = list(entity_lines)
+            entity_lines.sort(key=lambda line: order[line])
+            while entity_lines and self._block_tokens(ENTITY_HEADER, entity_lines) > entity_cap:
+                entity_lines.remove(by_rank.pop())
+        used += self._block_tokens(ENTITY_HEADER, entity_lines)
+        # the query's turns in their share of the floor
+        room = min(b - used, floor - self.cascade_floor)
+        spanned = self._query_spans(query, room, set(verbatim)) if self.query_share > 0 else []
+        room -= self.tokens_of(spanned)
+        mentioned = self._mentioned(query) if self.query_recall and self._entities else {}
+        recalled: list[int] = []
+        for t in self._recall_order(mentioned, set(verbatim) | set(spanned)) if mentioned else []:
+            if self._turn_tokens[t] <= room:
+                recalled.append(t)
+                room -= self._turn_tokens[t]
+        if entity_lines:
+            covered = sorted({t for r in ranked if r.line() in set(entity_lines) for t in r.turns})
+            context.blocks.append(
+                self.text_block(
+                    "entities",
+                    "\n".join([ENTITY_HEADER, *entity_lines]),
+                    turns=covered,
+                    reason=f"EEC: {len(entity_lines)} of {len(ranked)} entities, ranked without the query",
+                )
+            )
+        if summary_lines:
+            context.blocks.append(
+                self.text_block(
+                    "summary",
+                    "\n".join([SUMMARY_HEADER, *summary_lines]),
+                    turns=[t for s in chosen_summaries for t in range(s.start, s.end + 1)],
+                    reason=f"SMC: {len(chosen_summaries)} of {len(self._summaries)} summaries",
+                )
+            )
+        if verbatim:
+            context.blocks.append(
+                self.turns_block(verbatim, f"UNC: the verbatim tier from turn {start} (stable prefix)")
+            )
+        asked = sorted({*spanned, *recalled})
+        if asked:
+            context.blocks.append(self.turns_block(asked, "the query's turns: spans and mentioned entities"))
+        # over b (a budget far below the cascade's): the prefix's text blocks go
+        while context.blocks and context.tokens > b:  # pragma: no cover - each part was fitted to b
+            context.blocks.pop(0)
+        prefix = len(context.blocks) - (1 if asked and context.blocks else 0)
+        context.details.update(
+            token_budget=self.token_budget,
+            budget=b,
+            floor=floor,
+            tiers=self.tiers,
+            verbatim=verbatim,
+            recalled=recalled,
+            query_spans=spanned,
+            mentioned=sorted(r.text for r in mentioned.values()),
+            summaries=[asdict(s) for s in self._summaries],
+            entities_shown=len(entity_lines),
+            entities_total=len(self._entities),
+            stable_blocks=prefix,
+            summarize_calls=self.summarize_calls,
+            extract_calls=self.extract_calls,
+            llm_calls=self.llm_calls,
+            explain=[
+                f"stable layout: budget {b}, cascade budget {big}; prefix of {prefix} blocks "
+                f"(entities, summaries, turns {_span(verbatim)}), then the query's turns {asked}",
+                *self._log[-5:],
+            ],
+        )
+        return context
+
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """Verbatim turns, recalled turns, summaries and entities within ``budget`` tokens.
 
@@ -633,6 +774,8 @@ class ACMStrategy(Strategy):
         """
         query = bound_input(query)  # a huge message is read within the one input bound
         b = self.token_budget if budget is None else max(0, int(budget))
+        if self.stable_layout:
+            return self._select_stable(query, b)
         n = len(self._turns)
         floor = int(self.unmodified_ratio * b)
         band = b - floor

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import (
@@ -22,7 +25,10 @@ from ctxmgmt.components.summarizer import (
 )
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
+from ctxmgmt.dates import format_date, parse_date
 from ctxmgmt.exceptions import ConfigurationError, CorruptStateError
+from ctxmgmt.framing import speaker_label
+from ctxmgmt.lexical import BM25Index
 from ctxmgmt.params import MemoryConfig, param
 from ctxmgmt.strategies.base import Strategy, checked_fields
 from ctxmgmt.strategies.state import CappedLog, plain_fields
@@ -58,6 +64,29 @@ HEADER = "Summary of the earlier conversation:"
 """First line of the summary block."""
 QUERY_WEIGHT = 0.5
 """Weight of an item's word overlap with the query when the budget forces items out."""
+RECALL_HEADER = "Passages of earlier turns that match the question (oldest first):"
+"""First line of the recalled passages' block."""
+PASSAGE_WORDS = 50
+"""Longest recalled passage, in words: a longer sentence or list item is cut into pieces of this size."""
+MIN_PASSAGE_WORDS = 3
+"""Shortest passage indexed, in words ("Thanks!" is not a fact)."""
+MIN_RECALL_TOKENS = 40
+"""Smallest room worth a recalled-passages block, in tokens (its framing alone costs about 40)."""
+TURN_WEIGHT = 1.0
+"""Weight of a passage's turn's BM25 score (scaled to [0, 1]) added to its own (scaled alike)."""
+RECALL_CANDIDATES = 400
+"""Best-scoring passages considered for the recall block (the rest score lower than any shown)."""
+_PIECE = re.compile(r"(?<=[.!?])\s+(?=\S)|\n+")
+_BULLET = re.compile(r"^\s*(?:[-*\u2022#>]+|\d+[.)])\s*")
+SEGMENT_ITEMS = 12
+"""Memory items per summary message (see ``SWinConfig.segment_items``)."""
+FORGET_BATCH = 8
+"""Items forgotten beyond gamma at once (see ``SWinConfig.forget_batch``); 8 measured on LoCoMo dev
+(``benchmarks/swin_acm_cache.py``: cached share 0.74 instead of 0.43 with recall on)."""
+RECALL_SHARE = 0.5
+"""Most share of a budget for recalled passages (see ``SWinConfig.recall_share``)."""
+RECALL_RATIO = 0.01
+"""Most recalled tokens per call as a share of the history's tokens (see ``SWinConfig.recall_ratio``)."""
 
 
 def _check_restored(items: list[MemoryItem], windows: list[dict[str, Any]], turns: int, session: int) -> None:
@@ -145,6 +174,42 @@ class SWinConfig(MemoryConfig):
         False,
         "Summarise windows in a worker thread so add returns at once (False: synchronous, deterministic).",
     )
+    recall_share: float = param(
+        RECALL_SHARE,
+        "With a budget, the most share of it for passages of older turns that match the query, shown "
+        "after the memory and the open window (beyond SWin; 0 turns recall off).",
+        ge=0,
+        le=1,
+    )
+    recall_ratio: float = param(
+        RECALL_RATIO,
+        "The most tokens of recalled passages per call, as a share of the history's tokens: recall "
+        "is the part of a call a prompt cache cannot serve, so it stays far below what resending the "
+        "whole history would bill at cached rates (beyond SWin; 0.01 keeps LoCoMo dev at 0.48 of the "
+        "full history's bill with 10% cache reads, benchmarks/swin_acm_cache.py).",
+        ge=0,
+        le=1,
+    )
+    segment_items: int = param(
+        SEGMENT_ITEMS,
+        "Memory items per summary message: the memory is sent as consecutive messages of this many "
+        "items, oldest first, so a new window rewrites only the last one and a provider's prompt "
+        "cache keeps the others (beyond SWin; 12 measured on LoCoMo dev, benchmarks/swin_acm_cache.py).",
+        ge=1,
+    )
+    forget_batch: int = param(
+        FORGET_BATCH,
+        "Extra items forgotten when the memory exceeds gamma: it shrinks to gamma - forget_batch (at "
+        "most half of gamma goes), so "
+        "forgetting (which rewrites the oldest summary messages) happens every few windows instead of "
+        "every window (beyond SWin; 0 = one at a time, as published; 8 measured on LoCoMo dev).",
+        ge=0,
+    )
+
+    @classmethod
+    def paper(cls) -> SWinConfig:
+        """SWin as published: no recalled passages, one item forgotten at a time."""
+        return cls(recall_share=0.0, forget_batch=0)
 
     def check(self) -> None:
         """``overlap`` must be smaller than ``window`` (each window brings a new turn)."""
@@ -161,6 +226,33 @@ def _features(text: str) -> tuple[frozenset[str], frozenset[str]]:
     Kept for the 4,096 texts asked last, so each stored item is read once, not once per new item.
     """
     return frozenset(content_words(text)), frozenset(numbers(text))
+
+
+def _pieces(text: str) -> list[str]:
+    """A message's sentences and list items, each of at most :data:`PASSAGE_WORDS` words."""
+    out: list[str] = []
+    for raw in _PIECE.split(text):
+        words = _BULLET.sub("", raw).replace("**", "").split()
+        if len(words) < MIN_PASSAGE_WORDS:
+            continue
+        for k in range(0, len(words), PASSAGE_WORDS):
+            piece = words[k : k + PASSAGE_WORDS]
+            if len(piece) >= MIN_PASSAGE_WORDS:
+                out.append(" ".join(piece))
+    return out
+
+
+def _passages(turn: Turn) -> list[str]:
+    """The passages of one turn as recall lines: ``speaker (date): text``."""
+    out: list[str] = []
+    for message in turn.messages:
+        if not message.text.strip():
+            continue
+        day = parse_date(message.timestamp)
+        when = f" ({format_date(day)})" if day else ""
+        prefix = f"{speaker_label(message.name, message.role)}{when}: "
+        out.extend(prefix + piece for piece in _pieces(message.text))
+    return out
 
 
 def _label(text: str, width: int = 60) -> str:
@@ -190,12 +282,21 @@ class SWinStrategy(Strategy):
       so a recent item, or an old one dense in names, numbers and dates or repeated by
       several windows, stays.
 
-    ``select`` returns one ``"summary"`` block (the memory, chronological, provenance = the
-    turns of its windows in this session) and then the *open window* verbatim: the turns
-    from the start of the next window on (``overlap`` to ``window - 1`` turns), at least the
-    newest ``recent_turns``, and any turn whose window is not summarised yet. Over budget,
-    memory items go first (lowest ``score + 0.5 * word overlap with the query`` first), then
-    the oldest verbatim turns; a turn is never cut.
+    ``select`` returns the memory as ``"summary"`` blocks of ``segment_items`` items each
+    (chronological, provenance = the turns of their windows in this session), then the *open
+    window* verbatim: the turns from the start of the next window on (``overlap`` to
+    ``window - 1`` turns), at least the newest ``recent_turns``, and any turn whose window is
+    not summarised yet; then (beyond SWin) the **recalled passages**: sentences and list items
+    of older turns that best match the query (BM25 of the passage plus that of its turn, each
+    scaled to [0, 1]), each with its speaker and date, oldest first, within
+    ``recall_ratio`` of the history tokens not shown otherwise and ``recall_share`` of the
+    budget. Over budget, memory items go first (lowest ``score + 0.5 * word overlap with the
+    query`` first), then the oldest verbatim turns; a turn is never cut.
+
+    **Prompt caches**: the leading blocks change only when a window is merged (the last
+    segment grows) or items are forgotten (``forget_batch`` at a time, every few windows);
+    the open window only appends between windows; the query's passages come last.
+    ``details["stable_blocks"]`` counts the blocks before them.
 
     ``new_session()`` summarises the unsummarised tail, then starts a new session from the
     memory: turns and windows restart, the memory stays (SWin's memory carried over sessions).
@@ -218,6 +319,10 @@ class SWinStrategy(Strategy):
         recency_weight: Share of recency in the retention score, in [0, 1]; default 0.5.
         dedup_threshold: Jaccard similarity at which items are duplicates, in (0, 1]; 0.6.
         background: Summarise in a worker thread (default False: synchronous, deterministic).
+        recall_share: Most share of a budget for recalled passages; default 0.5 (0: off).
+        recall_ratio: Most recalled tokens as a share of the history not shown; default 0.01.
+        segment_items: Memory items per summary message; default 12.
+        forget_batch: Extra items forgotten when the memory exceeds gamma; default 8.
 
     Attributes:
         llm_calls: LLM calls made by the summarizer (0 with the extractive default).
@@ -277,6 +382,29 @@ class SWinStrategy(Strategy):
     def _init_windows(self) -> None:
         self._next_start = 0  # first turn of the next window, in this session
         self._covered = -1  # last turn of this session covered by a merged window
+        self._init_passages()
+
+    def _init_passages(self) -> None:
+        """The recall index: every passage of this session's turns (derived, never stored)."""
+        self._passage_index = BM25Index()
+        self._turn_index = BM25Index()  # one document per turn: a passage inherits its turn's score
+        self._passage_lines: list[str] = []
+        self._passage_turns: list[int] = []
+        self._turn_array = np.zeros(0, dtype=np.int64)
+
+    def _passage_turn_array(self) -> np.ndarray:
+        """Each passage's turn, as an index array (rebuilt when passages were added)."""
+        if len(self._turn_array) != len(self._passage_turns):
+            self._turn_array = np.array(self._passage_turns, dtype=np.int64)
+        return self._turn_array
+
+    def _index_passages(self, turns: Sequence[Turn]) -> None:
+        for turn in turns:
+            self._turn_index.add(turn.text)
+            for line in _passages(turn):
+                self._passage_index.add(line)
+                self._passage_lines.append(line)
+                self._passage_turns.append(turn.index)
 
     # -- inspection ----------------------------------------------------------------------
     @property
@@ -312,6 +440,8 @@ class SWinStrategy(Strategy):
 
     # -- windows ---------------------------------------------------------------------------
     def _on_add(self, turns: list[Turn]) -> None:
+        if self.recall_share > 0 and self.recall_ratio > 0:
+            self._index_passages(turns)
         everything = [*self._turns, *turns]
         while self._next_start + self.window <= len(everything):
             start = self._next_start
@@ -401,7 +531,8 @@ class SWinStrategy(Strategy):
             return out
         # nothing a score reads changes while items go: score them once
         scored = [(self.score(item), item) for item in self._items]
-        while len(self._items) > self.gamma:
+        keep = self.gamma - min(self.forget_batch, self.gamma // 2)
+        while len(self._items) > keep:
             pick = min(range(len(scored)), key=lambda k: (scored[k][0][0], scored[k][1].window))
             (score, recency, sal), victim = scored.pop(pick)
             self._items.remove(victim)
@@ -470,13 +601,31 @@ class SWinStrategy(Strategy):
             self._init_windows()
 
     # -- selection ----------------------------------------------------------------------
-    def _summary_block(self, items: Sequence[MemoryItem]) -> Block:
-        text = "\n".join([HEADER, *(f"- {item.text}" for item in items)])
-        turns = sorted({t for i in items if i.session == self._session for t in range(i.start, i.end + 1)})
-        windows = sorted({i.window for i in items})
-        return self.text_block(
-            "summary", text, turns=turns, reason=f"SWin memory: {len(items)} items from windows {windows}"
-        )
+    def _summary_blocks(self, items: Sequence[MemoryItem]) -> list[Block]:
+        """The memory as consecutive summary blocks of ``segment_items`` items, oldest first.
+
+        Items are chronological and a window only appends, so between forgettings a new window
+        changes the last block alone: the earlier ones stay byte-identical (a cached prefix).
+        """
+        size = self.segment_items
+        blocks: list[Block] = []
+        for k in range(0, len(items), size):
+            chunk = items[k : k + size]
+            lines = [HEADER] if k == 0 else []
+            text = "\n".join([*lines, *(f"- {item.text}" for item in chunk)])
+            turns = sorted(
+                {t for i in chunk if i.session == self._session for t in range(i.start, i.end + 1)}
+            )
+            windows = sorted({i.window for i in chunk})
+            blocks.append(
+                self.text_block(
+                    "summary",
+                    text,
+                    turns=turns,
+                    reason=f"SWin memory: items {k + 1}-{k + len(chunk)} of {len(items)}, windows {windows}",
+                )
+            )
+        return blocks
 
     def _fit_items(
         self, items: list[MemoryItem], priority: dict[int, float], room: int
@@ -496,7 +645,7 @@ class SWinStrategy(Strategy):
 
         def fits(k: int) -> bool:
             left = rest(k)
-            return (self._summary_block(left).tokens if left else 0) <= room
+            return sum(b.tokens for b in self._summary_blocks(left)) <= room
 
         if room < 0:
             return [], order
@@ -509,11 +658,74 @@ class SWinStrategy(Strategy):
                 low = middle + 1
         return rest(low), order[:low]
 
-    def select(self, query: str, *, budget: int | None = None) -> Context:
-        """The memory as one summary block, then the open window verbatim, within ``budget``.
+    def recall_cap(self, budget: int | None, shown: int = 0) -> int:
+        """Most tokens of recalled passages for a call within ``budget`` (None: no budget).
 
-        Over budget, memory items are dropped first (lowest retention score plus query word
-        overlap first), then the oldest verbatim turns; turns are never cut.
+        ``recall_ratio`` of the history's tokens the memory and the open window do not show
+        (``shown`` tokens), and with a budget at most ``recall_share`` of it.
+        """
+        cap = int(self.recall_ratio * max(0, self.total_tokens - shown))
+        if budget is not None:
+            cap = min(cap, int(self.recall_share * budget))
+        return cap if self.recall_share > 0 else 0
+
+    def _recall_block(self, query: str, shown: set[int], room: int | None, cap: int) -> Block | None:
+        """Passages of turns not shown that match ``query`` best (BM25), oldest first, within the cap.
+
+        Beyond SWin: the running memory keeps what windows found salient, not what a question
+        will ask; these passages (one sentence or list item each, with speaker and date) bring
+        back the facts it asks about. None when nothing matches or there is no room.
+        """
+        if room is not None:
+            cap = min(cap, room)
+        if cap < MIN_RECALL_TOKENS or not query.strip() or not self._passage_lines:
+            return None
+        scores = self._passage_index.scores(query)
+        top = float(scores.max()) if len(scores) else 0.0
+        scores = scores / top if top > 0 else scores
+        if TURN_WEIGHT > 0:  # a passage of a matching turn counts even when it shares no word
+            turn_scores = self._turn_index.scores(query)
+            best = float(turn_scores.max()) if len(turn_scores) else 0.0
+            if best > 0:
+                scores = scores + TURN_WEIGHT * turn_scores[self._passage_turn_array()] / best
+        count = self.token_counter.count
+        order = [int(k) for k in scores.argsort()[::-1][:RECALL_CANDIDATES] if scores[k] > 0]
+        chosen: list[int] = []
+        seen: set[str] = set()
+        used = self.memory_tokens(RECALL_HEADER)
+        for k in order:
+            line = self._passage_lines[k]
+            if self._passage_turns[k] in shown or line in seen:
+                continue
+            cost = count(line) + 2
+            if used + cost <= cap:
+                chosen.append(k)
+                seen.add(line)
+                used += cost
+        if not chosen:
+            return None
+
+        def block(picked: list[int]) -> Block:
+            ordered = sorted(picked)
+            return self.text_block(
+                "summary",
+                "\n".join([RECALL_HEADER, *(f"- {self._passage_lines[k]}" for k in ordered)]),
+                turns=sorted({self._passage_turns[k] for k in ordered}),
+                reason=f"recalled: {len(ordered)} passages of older turns that match the query",
+            )
+
+        out = block(chosen)
+        while chosen and out.tokens > cap:  # the per-line estimate was short: the lowest-scoring go
+            chosen.pop()
+            out = block(chosen)
+        return out if chosen else None
+
+    def select(self, query: str, *, budget: int | None = None) -> Context:
+        """The memory's segments, the open window verbatim, then the recalled passages, within ``budget``.
+
+        The recall's cap is set aside first; over budget, memory items are dropped first
+        (lowest retention score plus query word overlap first), then the oldest verbatim turns;
+        turns are never cut.
         """
         query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
@@ -531,21 +743,31 @@ class SWinStrategy(Strategy):
         kept = list(items)
         dropped_items: list[MemoryItem] = []
         dropped_turns: list[int] = []
-        if budget is not None:
-            room = budget - self.tokens_of(verbatim)
+        room = None if budget is None else budget - self.tokens_of(verbatim)
+        shown = self.tokens_of(verbatim) + sum(b.tokens for b in self._summary_blocks(items))
+        cap = self.recall_cap(budget, shown)
+        recall = self._recall_block(query, set(verbatim), room, cap)
+        recalled = recall.tokens if recall is not None else 0
+        if budget is not None and room is not None and shown + recalled > budget:  # fits: unchanged
+            # the recall's whole cap is set aside, however much of it this query fills, so the
+            # items kept do not change from one query to the next
+            room -= max(recalled, min(cap, room))
             kept, dropped_items = self._fit_items(kept, priority, room)
             if not kept:  # no summary left: the oldest verbatim turns go until the rest fits
                 while verbatim and room < 0:
                     room += self._turn_tokens[verbatim[0]]
                     dropped_turns.append(verbatim.pop(0))
-        if kept:
-            context.blocks.append(self._summary_block(kept))
+        # the memory first (it changes once per window), then the open window (it grows by
+        # appending), then the query's passages: a prompt cache keeps the leading part
+        context.blocks.extend(self._summary_blocks(kept))
         if verbatim:
             context.blocks.append(
                 self.turns_block(
                     verbatim, f"recent turns {verbatim[0]}-{verbatim[-1]} (the window being filled)"
                 )
             )
+        if recall is not None:
+            context.blocks.append(recall)
         lines = self.explain_lines(last=EXPLAINED_WINDOWS)
         if dropped_items:
             lines.append(
@@ -571,6 +793,8 @@ class SWinStrategy(Strategy):
             verbatim=verbatim,
             windows=[dict(w) for w in self._log[-EXPLAINED_WINDOWS:]],
             forgotten=[dict(f) for f in self._forgotten[-EXPLAINED_WINDOWS:]],
+            recalled_passages=0 if recall is None else recall.text.count("\n"),
+            stable_blocks=len(context.blocks) - (recall is not None),
             dropped_items=[i.text for i in dropped_items],
             dropped_turns=dropped_turns,
             llm_calls=self.llm_calls,
@@ -655,3 +879,6 @@ class SWinStrategy(Strategy):
         self._last_serial = int(state["last_serial"])
         self._next_start = int(state["next_start"])
         self._covered = int(state["covered"])
+        self._init_passages()
+        if self.recall_share > 0 and self.recall_ratio > 0:
+            self._index_passages(self._turns)

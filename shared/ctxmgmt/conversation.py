@@ -48,7 +48,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ctxmgmt.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.budget import turn_tokens
-from ctxmgmt.components.embedder import SentenceTransformerEmbedder, background_threads, shared_queries
+from ctxmgmt.components.embedder import SentenceTransformerEmbedder, shared_queries
+from ctxmgmt.components.threads import background_threads
 from ctxmgmt.context import Block, Context
 from ctxmgmt.converted import ConvertedHistory
 from ctxmgmt.copying import deep_copy

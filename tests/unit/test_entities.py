@@ -148,6 +148,7 @@ def test_llm_extractor_prompt_calls_and_fallback():
         LLMEntityExtractor("not callable")  # type: ignore[arg-type]
 
 
+@pytest.mark.model
 def test_the_pipeline_multiplies_with_torch_and_finds_the_entities_blis_finds() -> None:
     """The ctxmgmt pipeline's models use torch's GEMM (:func:`_multiply_with_torch`): same entities."""
     import importlib

@@ -20,6 +20,7 @@ import numpy as np
 
 from ctxmgmt.components._coerce import component_name
 from ctxmgmt.components.llm_call import bound_input
+from ctxmgmt.components.threads import small_call_threads
 from ctxmgmt.components.vectors import dot_rows as dot_rows
 from ctxmgmt.components.vectors import normalise as normalise
 from ctxmgmt.exceptions import ComponentError, ConfigurationError, CorruptStateError, CtxMgmtError
@@ -174,58 +175,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 FROZEN_MAX_TEXTS = 8
 """Calls with up to this many texts use the frozen graph; larger batches use ``encode``,
 which pads more efficiently (measured on 2 CPU cores: equal at 8 texts, 6% faster at 32)."""
-
-SMALL_CALL_THREADS = 1
-"""torch intra-op threads of a call of up to :data:`FROZEN_MAX_TEXTS` texts (a question, a new
-turn, a background step) and of every call made in :func:`background_threads`; larger calls keep
-torch's own setting. A second thread barely speeds a short forward pass on an idle machine, and
-on a busy one each of its ~100 operator barriers waits for the other thread to be scheduled: one
-question took p50 90-510 ms with 2 threads against 20-29 ms with 1, with 8-10 runnable processes
-on 2 cores (``torch.set_num_threads`` acts on the calling thread under OpenMP: running threads keep
-theirs)."""
-
-_BACKGROUND = threading.local()
-
-
-@contextlib.contextmanager
-def background_threads() -> Iterator[None]:
-    """Within it, this thread's embeddings run on :data:`SMALL_CALL_THREADS` torch threads, any size.
-
-    The background worker derives under it (:mod:`ctxmgmt.conversation`), so it never takes
-    more than one core from the calls it runs beside.
-    """
-    before = getattr(_BACKGROUND, "on", False)
-    _BACKGROUND.on = True
-    try:
-        yield
-    finally:
-        _BACKGROUND.on = before
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Within it, torch runs this thread's work on one intra-op thread (a no-op until torch is loaded)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    with _intra_op_threads(torch, 1):
-        yield
-
-
-@contextlib.contextmanager
-def _intra_op_threads(torch: Any, texts: int) -> Iterator[None]:
-    """Run a call of ``texts`` texts on its intra-op threads (:data:`SMALL_CALL_THREADS`), restored after."""
-    small = texts <= FROZEN_MAX_TEXTS or getattr(_BACKGROUND, "on", False)
-    before = torch.get_num_threads()
-    if not small or before <= SMALL_CALL_THREADS:
-        yield
-        return
-    torch.set_num_threads(SMALL_CALL_THREADS)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=2)
@@ -585,10 +534,10 @@ class SentenceTransformerEmbedder:
             return normalise(runtime.encode(list(texts), self.batch_size))
         fast = self.frozen_encoder if len(texts) <= FROZEN_MAX_TEXTS else None
         if fast is not None:
-            with _intra_op_threads(sys.modules["torch"], len(texts)):  # loaded with the model
+            with small_call_threads(small=len(texts) <= FROZEN_MAX_TEXTS):
                 return normalise(fast.encode(list(texts), self.batch_size))
         model = self.model
-        with _intra_op_threads(sys.modules["torch"], len(texts)):
+        with small_call_threads(small=len(texts) <= FROZEN_MAX_TEXTS):
             vectors = model.encode(
                 list(texts),
                 batch_size=self.batch_size,

@@ -120,7 +120,7 @@ def _multiply_with_torch(nlp: Any) -> None:
                 return super().gemm(x, y, out=out, trans1=trans1, trans2=trans2)
             a, b = torch.from_numpy(x), torch.from_numpy(y)
             a, b = (a.T if trans1 else a), (b.T if trans2 else b)
-            with one_torch_thread():
+            with small_call_threads():
                 if out is None:
                     return torch.mm(a, b).numpy()
                 torch.mm(a, b, out=torch.from_numpy(out))
@@ -128,7 +128,7 @@ def _multiply_with_torch(nlp: Any) -> None:
 
     import numpy as np
 
-    from ctxmgmt.components.embedder import one_torch_thread
+    from ctxmgmt.components.threads import small_call_threads
 
     torch_float32 = np.dtype(np.float32)
     ops = _TorchGemmOps()

@@ -91,12 +91,15 @@ def _value(text: str) -> Any:
     return {"none": None, "true": True, "false": False}.get(text.lower(), text)
 
 
-def warm(embedder: DiskCachedEmbedder, dialogues: Sequence[Dialogue], params: dict[str, Any]) -> None:
+def warm(
+    embedder: DiskCachedEmbedder, dialogues: Sequence[Dialogue], params: dict[str, Any], *, dense: bool
+) -> None:
     """Embed every text the rows will ask for in large batches (fills the disk cache)."""
     strategy = KadaneDialStrategy(embedder=embedder, **params)
     for dialogue in dialogues:
         strategy.prepare(dialogue.turns)
-        embedder.embed([t.text for t in dialogue.turns])  # top-k dense's whole-turn vectors
+        if dense:
+            embedder.embed([t.text for t in dialogue.turns])  # top-k dense's whole-turn vectors
 
 
 def table(results: Sequence[MemoryResult], *, categories: bool) -> str:
@@ -133,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL:NAME=VALUE,...")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--last-k", action="store_true", help="also the last-k row")
+    parser.add_argument(
+        "--no-dense", action="store_true", help="no top-k MiniLM row (its whole-turn vectors)"
+    )
     parser.add_argument("--cache", default=DEFAULT_CACHE)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -144,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     params = {k: _value(v) for k, _, v in (s.partition("=") for s in args.set)}
     embedder = DiskCachedEmbedder(args.cache)
     started = time.perf_counter()
-    warm(embedder, dialogues, params)
+    warm(embedder, dialogues, params, dense=not (args.no_baselines or args.no_dense))
     warm_s = time.perf_counter() - started
 
     memories: dict[str, Any] = {"KadaneDial": lambda: KadaneDialStrategy(embedder=embedder, **params)}
@@ -161,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             Baseline("top-k dense (MiniLM)", lambda: TopKDenseStrategy(embedder=embedder)),
             Baseline("top-k BM25", TopKBM25Strategy),
         ]
+        if args.no_dense:
+            rows = rows[1:]
         if args.last_k:
             rows.insert(0, Baseline("last-k", LastKStrategy))
     results = run_all(dialogues, memories=memories, baselines=rows, full_history=False, budget=args.budget)

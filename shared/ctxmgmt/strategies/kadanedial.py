@@ -143,6 +143,11 @@ class KadaneDialStrategy(Strategy):
         lexical_weight: Weight of the max-scaled BM25 score fused into the relevance; 0.3.
         sharpness: Exponent on the clipped relevance (1 = the plain score); 3.
         neighbour_weight: Weight of the neighbours' mean signal (0 = none); 0.4.
+        window_chars: A turn longer than this many characters is embedded as its user
+            message alone (:func:`ctxmgmt.vector_text.vector_text`); 1000, about the 256 word
+            pieces MiniLM reads. None: every turn whole (the paper).
+        budget_order: Over budget, ``"relevance"`` (default) keeps the chosen turns best first
+            by their own relevance; ``"edges"`` trims span edges so spans stay contiguous.
         common_share: Share of past turns above which a query word is left out of the second
             query embedding; 0.5. None: embed the query once.
 

@@ -16,6 +16,7 @@ from ctxmgmt.bench.runner import (
     run_memory,
     to_json,
 )
+from ctxmgmt.budget import turn_tokens
 from ctxmgmt.context import Block, Context
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn, group_turns
@@ -184,7 +185,7 @@ def test_session_recall_counts_sessions_with_any_turn_shown():
     assert session_recall([], [1]) is None
 
 
-def test_dated_question_is_added_as_a_user_turn_and_fixed_budget_reaches_every_row():
+def test_dated_question_is_asked_as_the_turn_in_progress_and_fixed_budget_reaches_every_row():
     from ctxmgmt.bench.baselines import Baseline, TopKBM25Strategy
     from ctxmgmt.bench.runner import run_all
 
@@ -205,9 +206,11 @@ def test_dated_question_is_added_as_a_user_turn_and_fixed_budget_reaches_every_r
         budget=30,
     )
     full, memory, bm25 = results
-    assert made[0].budgets == [30]
-    asked = made[0].turns[-1]
-    assert len(made[0].turns) == 5 and asked.messages[0].timestamp == "2023-06-10" and asked.query == "q"
+    asked = Turn(4, (Message("user", "q", timestamp="2023-06-10"),))
+    question_tokens = turn_tokens(made[0].token_counter, asked)
+    # as an adapter asks it: never a past turn, sent last, its tokens taken from the budget
+    assert len(made[0].turns) == 4 and made[0].budgets == [30 - question_tokens]
+    assert memory.questions[0].tokens == made[0].tokens_of([1, 2]) + question_tokens
     assert memory.questions[0].sessions == 0.5 and full.questions[0].sessions == 1.0
     assert memory.questions[0].history_tokens == 44  # the question's own turn is not history
     assert bm25.questions[0].tokens <= 30

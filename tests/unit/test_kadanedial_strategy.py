@@ -195,8 +195,8 @@ def test_block_reason_names_the_span(hashing_embedder) -> None:
     keep_last=st.integers(0, 5),
     theta=st.sampled_from([1.0, 0.0, -3.0]),
 )
-def test_budget_trimming(hashing_embedder, budget, query, keep_last, theta) -> None:
-    strategy = make(hashing_embedder, keep_last=keep_last, theta=theta)
+def test_budget_trimming_by_edges(hashing_embedder, budget, query, keep_last, theta) -> None:
+    strategy = make(hashing_embedder, keep_last=keep_last, theta=theta, budget_order="edges")
     full = strategy.select(query)
     chosen = set(full.turn_indices)
     context = strategy.select(query, budget=budget)
@@ -225,7 +225,7 @@ def test_budget_trimming(hashing_embedder, budget, query, keep_last, theta) -> N
 
 
 def test_budget_drops_the_lowest_scoring_edge(hashing_embedder) -> None:
-    strategy = make(hashing_embedder)
+    strategy = make(hashing_embedder, budget_order="edges")
     query = "car engine rattling exhaust mechanic"
     full = strategy.select(query)
     chosen = set(full.turn_indices)
@@ -235,6 +235,45 @@ def test_budget_drops_the_lowest_scoring_edge(hashing_embedder) -> None:
     context = strategy.select(query, budget=full.tokens - 1)
     assert context.details["dropped"] == [victim]
     assert set(context.turn_indices) == chosen - {victim}
+    assert "dropped for the budget" in context.explain()
+
+
+@PROPERTY_WITH_FIXTURE
+@given(
+    budget=st.integers(min_value=0, max_value=500),
+    query=st.sampled_from([*QUERIES, "tomato pasta", "zebra"]),
+    keep_last=st.integers(0, 5),
+)
+def test_budget_keeps_the_most_relevant_chosen_turns(hashing_embedder, budget, query, keep_last) -> None:
+    strategy = make(hashing_embedder, keep_last=keep_last)
+    full = strategy.select(query)
+    chosen = set(full.turn_indices)
+    context = strategy.select(query, budget=budget)
+    kept = set(context.turn_indices)
+    assert context.tokens <= budget and kept <= chosen
+    check_blocks(strategy, context)
+    assert set(context.details["dropped"]) == chosen - kept
+    if full.tokens <= budget:
+        assert kept == chosen
+    recent = set(full.details["recent"])
+    own = [max(r, 0.0) ** strategy.sharpness for r in full.details["relevance"]]
+    tokens = {i: strategy.tokens_of([i]) for i in chosen}
+    used = sum(tokens[i] for i in kept)
+    for i in chosen - kept - recent:  # dropped: it did not fit beside the better turns kept
+        better = [k for k in kept - recent if (own[k], -k) > (own[i], -i)]
+        assert sum(tokens[k] for k in better) + sum(tokens[k] for k in kept & recent) + tokens[i] > budget
+        assert used + tokens[i] > budget
+
+
+def test_budget_keeps_a_peak_before_a_weak_neighbour(hashing_embedder) -> None:
+    strategy = make(hashing_embedder)
+    query = "car engine rattling exhaust mechanic"
+    full = strategy.select(query)
+    own = full.details["relevance"]
+    chosen = sorted(full.turn_indices, key=lambda i: (-own[i], i))
+    best = chosen[0]
+    context = strategy.select(query, budget=strategy.tokens_of([best]))
+    assert context.turn_indices == [best]
     assert "dropped for the budget" in context.explain()
 
 

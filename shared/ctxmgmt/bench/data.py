@@ -43,7 +43,7 @@ class Question:
         evidence: Turn indices holding the evidence (may be empty).
         category: Dataset category label as a string.
         date: When the question is asked (a timestamp string), or None. A dated question is
-            added to the history as a user message before it is asked, as a chat would.
+            asked as the user message in progress (put, then ``get``), as a chat asks it.
         sessions: Turn indices of each gold evidence session (for session recall; may be empty).
     """
 

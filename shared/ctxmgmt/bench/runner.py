@@ -24,6 +24,7 @@ from ctxmgmt.bench.data import Dialogue
 from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile, session_recall
 from ctxmgmt.budget import turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, as_token_counter
+from ctxmgmt.selection import compose_context
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Message, Turn
 
@@ -180,11 +181,14 @@ def run_memory(
                 budget = None
                 if budget_mode == "question" and k < len(per_question):
                     budget = max(1, int(per_question[k]))
-                if question.date is not None:
-                    asked = Message("user", question.text, timestamp=question.date)
-                    strategy.add(Turn(len(strategy.turns), (asked,)))
                 start = time.perf_counter()
-                context = strategy.select(question.text, budget=budget)
+                if question.date is None:
+                    context = strategy.select(question.text, budget=budget)
+                else:  # asked as a chat asks it: the dated question is the turn in progress
+                    asked = Turn(
+                        len(strategy.turns), (Message("user", question.text, timestamp=question.date),)
+                    )
+                    context = compose_context(strategy, (), strategy.turns, asked, budget=budget)
                 ms = (time.perf_counter() - start) * 1000
                 shown, text, tokens, total = (
                     tuple(context.turn_indices),

@@ -27,6 +27,7 @@ from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.types import Turn
+from ctxmgmt.vector_text import WINDOW_CHARS, vector_text
 
 _Scored = tuple[np.ndarray, np.ndarray, KadaneResult]
 """(relevance, signal, KadaneDial's result) of one query."""
@@ -70,6 +71,21 @@ class KadaneDialConfig(StrategyConfig):
     neighbour_weight: float = param(
         NEIGHBOUR_WEIGHT, "Share of the neighbours' mean signal added to a turn (0 = none).", ge=0
     )
+    window_chars: int | None = param(
+        WINDOW_CHARS,
+        "A turn longer than this (characters) is embedded as its user message alone, as MiniLM reads "
+        "only its first 256 word pieces (``ctxmgmt.vector_text``); None = always the whole turn.",
+        kind=int,
+        optional=True,
+        gt=0,
+    )
+    budget_order: str = param(
+        "relevance",
+        "Over budget: keep the chosen turns best first by their own relevance ('relevance'; "
+        "LongMemEval dev at 4,000 tokens: 0.95 evidence recall, against 0.89 for 'edges'), or drop "
+        "span edges so spans stay contiguous ('edges').",
+        choices=("relevance", "edges"),
+    )
     common_share: float | None = param(
         COMMON_SHARE,
         "Share of past turns above which a query word (such as a speaker's name) is left out of a "
@@ -83,7 +99,14 @@ class KadaneDialConfig(StrategyConfig):
     @classmethod
     def paper(cls) -> KadaneDialConfig:
         """DYCP as published: dense cosine only, tau=0.6, one query embedding."""
-        return cls(tau=TAU, common_share=None, lexical_weight=0.0, sharpness=1.0, neighbour_weight=0.0)
+        return cls(
+            tau=TAU,
+            common_share=None,
+            lexical_weight=0.0,
+            sharpness=1.0,
+            neighbour_weight=0.0,
+            window_chars=None,
+        )
 
 
 class KadaneDialStrategy(Strategy):
@@ -120,6 +143,11 @@ class KadaneDialStrategy(Strategy):
         lexical_weight: Weight of the max-scaled BM25 score fused into the relevance; 0.3.
         sharpness: Exponent on the clipped relevance (1 = the plain score); 3.
         neighbour_weight: Weight of the neighbours' mean signal (0 = none); 0.4.
+        window_chars: A turn longer than this many characters is embedded as its user
+            message alone (:func:`ctxmgmt.vector_text.vector_text`); 1000, about the 256 word
+            pieces MiniLM reads. None: every turn whole (the paper).
+        budget_order: Over budget, ``"relevance"`` (default) keeps the chosen turns best first
+            by their own relevance; ``"edges"`` trims span edges so spans stay contiguous.
         common_share: Share of past turns above which a query word is left out of the second
             query embedding; 0.5. None: embed the query once.
 
@@ -158,15 +186,27 @@ class KadaneDialStrategy(Strategy):
     # -- incremental state -------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:
         """Embed ``turns`` in one batch (into the cache), so adding them one by one embeds nothing."""
-        self._embeddings.embed([t.text for t in turns], [t.fingerprint for t in turns])
+        self._embed(turns)
+
+    def _embed(self, turns: Sequence[Turn]) -> list[np.ndarray]:
+        """The turns' vectors, each of :func:`~ctxmgmt.vector_text.vector_text` (cached by content)."""
+        pairs = [self._vector_key(t) for t in turns]
+        return self._embeddings.embed([text for text, _ in pairs], [key for _, key in pairs])
+
+    def _vector_key(self, turn: Turn) -> tuple[str, str]:
+        """(text embedded for ``turn``, its cache key).
+
+        A turn embedded as its user message is keyed apart from the same turn embedded whole.
+        """
+        text = vector_text(turn, self.window_chars)
+        return text, turn.fingerprint if text == turn.text else f"u:{turn.fingerprint}"
 
     def _on_add(self, turns: list[Turn]) -> None:
-        texts = [t.text for t in turns]
-        vectors = self._embeddings.embed(texts, [t.fingerprint for t in turns])
+        vectors = self._embed(turns)
         self._vectors.extend(vectors)
         self._rows.extend(vectors)
-        for text in texts:
-            self._lexical.add(text)
+        for turn in turns:
+            self._lexical.add(turn.text)
 
     def _on_reset(self) -> None:
         self._scored = None
@@ -218,9 +258,12 @@ class KadaneDialStrategy(Strategy):
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """Spans of past turns relevant to ``query``, chronological, within ``budget`` tokens.
 
-        The most recent ``keep_last`` turns are always kept. Over budget, the lowest-scoring
-        turn at the edge of a span is dropped until the rest fits, so spans stay contiguous,
-        turns stay whole and order is kept; recent turns go last.
+        The most recent ``keep_last`` turns are always kept. Over budget (``budget_order``):
+        ``"relevance"`` (default) keeps the chosen turns best first by their own relevance
+        (``max(r, 0) ** sharpness``, no neighbour term) while they fit, so a span's weak
+        neighbour goes before another span's peak; ``"edges"`` drops the lowest-scoring turn
+        at the edge of a span until the rest fits, so spans stay contiguous. Turns stay whole
+        and in order; recent turns go last.
         """
         query = bound_input(query)  # a huge message is read within the one input bound
         n = len(self._turns)
@@ -231,8 +274,11 @@ class KadaneDialStrategy(Strategy):
         recent = set(range(max(0, n - self.keep_last), n))
         chosen = set(result.selected) | recent
         dropped: list[int] = []
-        if budget is not None:
+        if budget is not None and self.budget_order == "edges":
             dropped = trim_to_budget(chosen, scores, recent, self._turn_tokens, budget)
+        elif budget is not None:
+            own = shape_signal(relevance, sharpness=self.sharpness, neighbour_weight=0.0)
+            dropped = keep_best_within(chosen, own, recent, self._turn_tokens, budget)
         span_of = {i: k for k, (s, e) in enumerate(result.spans) for i in range(s, e + 1)}
         for run in runs(sorted(chosen)):
             reasons = sorted({span_of[i] for i in run if i in span_of})
@@ -288,11 +334,34 @@ class KadaneDialStrategy(Strategy):
             state["embeddings"], len(self._turns), dim=self._embeddings.expected_dim(), what="embeddings"
         )
         for turn, vector in zip(self._turns, vectors, strict=True):
-            self._embeddings.put(turn.fingerprint, vector)
+            self._embeddings.put(self._vector_key(turn)[1], vector)
             self._lexical.add(turn.text)
         self._vectors = vectors
         self._rows.clear()
         self._rows.extend(vectors)
+
+
+def keep_best_within(
+    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
+) -> list[int]:
+    """Keep the chosen turns best first while they fit in ``budget``; the rest are dropped.
+
+    Protected turns are kept first, newest first, while they fit. Then the others, by
+    descending score (ties to the earlier turn); a turn that does not fit is skipped and the
+    next one tried. ``chosen`` is updated in place; returns the dropped turns, worst first.
+    """
+    kept: set[int] = set()
+    used = 0
+    order = sorted(protected & chosen, reverse=True) + sorted(
+        chosen - protected, key=lambda i: (-float(scores[i]), i)
+    )
+    for i in order:
+        if used + tokens[i] <= budget:
+            kept.add(i)
+            used += tokens[i]
+    dropped = [i for i in reversed(order) if i not in kept]
+    chosen.intersection_update(kept)
+    return dropped
 
 
 def trim_to_budget(

@@ -39,10 +39,6 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context
 from ctxmgmt.strategies.base import Strategy
 
-STABLE_STRATEGIES = frozenset({"kadanedial", "discourse_tree", "topic_thread"})
-"""Strategies laid out by :func:`arrange` by default (``Strategy.name``). SWin and ACM keep their
-own append-only layouts; baselines are sent as their framework sends them."""
-
 GROWTH = 2.0
 """Most tokens a laid-out context holds, as a multiple of the strategy's own selection, before it
 is rebuilt. LoCoMo dev, one call per user turn (``ctxmgmt bench --cost``, docs/cost.md): 2 bills
@@ -65,11 +61,14 @@ class _Unit:
 
 
 def uses_layout(strategy: Strategy) -> bool:
-    """Whether ``strategy`` is laid out: its config's ``cache_friendly``, else :data:`STABLE_STRATEGIES`."""
-    own = getattr(strategy.config, "cache_friendly", None)
-    if isinstance(own, bool):
-        return own
-    return strategy.name in STABLE_STRATEGIES
+    """Whether ``strategy`` is laid out: its config's ``cache_friendly`` (off by default).
+
+    KadaneDial, DiscourseTree and TopicThread have the switch. Off by default: on LoCoMo dev it
+    bills less with cache reads at 10% of the input price, more at 50%, and sends more tokens.
+
+    SWin and ACM have their own layouts (``segment_items``, ``stable_layout``).
+    """
+    return getattr(strategy.config, "cache_friendly", False) is True
 
 
 def _units(strategy: Strategy, blocks: Sequence[Block]) -> list[_Unit] | None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pytest
-
 from ctxmgmt import KadaneDialStrategy, Message, Turn
 from ctxmgmt.budget import messages_tokens
 from ctxmgmt.context import Context
@@ -19,7 +17,7 @@ SYSTEM = (Message("system", "You are a helpful assistant."),)
 class Scripted(Strategy):
     """Selects the turns scripted for each query, chronologically (one block per turn)."""
 
-    name = "kadanedial"  # laid out by default
+    name = "kadanedial"
 
     def __init__(self, script: dict[str, Sequence[int]]) -> None:
         super().__init__()
@@ -58,6 +56,8 @@ def middle(context: Context) -> list[int]:
 
 
 def call(strategy: Strategy, query: str, previous: Context | None, **kwargs) -> Context:
+    """One call laid out (``stable=True``, as ``cache_friendly=True`` does) unless told otherwise."""
+    kwargs.setdefault("stable", True)
     current = Turn(len(strategy.turns), (Message("user", query),))
     return compose_context(strategy, SYSTEM, strategy.turns, current, previous=previous, **kwargs)
 
@@ -146,15 +146,14 @@ def test_receipt_carries_the_stable_prefix() -> None:
     assert second.receipt()["stable_prefix_tokens"] == first.tokens == second.tokens
 
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [("kadanedial", True), ("discourse_tree", True), ("topic_thread", True), ("swin", False), ("acm", False)],
-)
-def test_default_layout_per_strategy(name: str, expected: bool) -> None:
-    strategy = Scripted({})
-    strategy.name = name  # type: ignore[misc]
-    assert uses_layout(strategy) is expected
+def test_no_strategy_is_laid_out_by_default(hashing_embedder) -> None:
+    from ctxmgmt.strategies.acm import ACMStrategy
+    from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
+    from ctxmgmt.strategies.swin import SWinStrategy
+    from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
 
-
-def test_kadanedial_is_laid_out(hashing_embedder) -> None:
-    assert uses_layout(KadaneDialStrategy(embedder=hashing_embedder))
+    for cls in (KadaneDialStrategy, DiscourseTreeStrategy, TopicThreadStrategy):
+        assert not uses_layout(cls(embedder=hashing_embedder))
+        assert uses_layout(cls(embedder=hashing_embedder, cache_friendly=True))
+    assert not uses_layout(SWinStrategy()) and not uses_layout(ACMStrategy())
+    assert not uses_layout(Scripted({}))

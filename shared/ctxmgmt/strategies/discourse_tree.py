@@ -91,6 +91,13 @@ class DiscourseTreeConfig(MemoryConfig):
     other topic and branch summarised, no key terms.
     """
 
+    cache_friendly: bool = param(
+        False,
+        "Lay each call's context out for prompt caches (beyond the paper): what the previous call sent "
+        "stays in front in its order, newly selected turns after it, until the context would pass "
+        "twice the selection (ctxmgmt.layout; billed 17-22% less with cache reads at 10% of the input "
+        "price, 3-4% more at 50%, LoCoMo dev, docs/cost.md).",
+    )
     theta_fork: float = param(
         THETA_FORK,
         "Cosine the fork node needs for the branch filter to fire; 0.35 (MiniLM; Context-Agent 3.3 "

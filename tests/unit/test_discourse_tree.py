@@ -309,6 +309,7 @@ def test_config_declares_every_parameter_once(hashing_embedder):
 
     assert [p.name for p in DiscourseTreeConfig.params()] == [
         "memory_role",
+        "cache_friendly",
         "theta_fork",
         "candidates",
         "summary_items",
@@ -325,6 +326,7 @@ def test_config_declares_every_parameter_once(hashing_embedder):
     ]
     assert DiscourseTreeConfig().to_dict() == {
         "memory_role": "user",
+        "cache_friendly": False,
         "theta_fork": 0.35,
         "candidates": 3,
         "summary_items": 8,

@@ -371,6 +371,7 @@ def test_every_parameter_is_declared_with_its_default_and_a_doc():
         "centre": True,
         "fill": True,
         "memory_role": "user",
+        "cache_friendly": False,
     }
     assert all(p.doc for p in specs.values())
     assert TopicThreadStrategy.components == ("embedder", "summarizer")

@@ -39,7 +39,7 @@ from ctxmgmt.context import Context, runs, span_label
 from ctxmgmt.forest_render import forest_html, forest_text, plot_forest
 from ctxmgmt.kadane import kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.params import MemoryConfig, cache_friendly_param, param
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
@@ -91,13 +91,7 @@ class DiscourseTreeConfig(MemoryConfig):
     other topic and branch summarised, no key terms.
     """
 
-    cache_friendly: bool = param(
-        False,
-        "Lay each call's context out for prompt caches (beyond the paper): what the previous call sent "
-        "stays in front in its order, newly selected turns after it, until the context would pass "
-        "twice the selection (ctxmgmt.layout; billed 17-22% less with cache reads at 10% of the input "
-        "price, 3-4% more at 50%, LoCoMo dev, docs/cost.md).",
-    )
+    cache_friendly: bool = cache_friendly_param()
     theta_fork: float = param(
         THETA_FORK,
         "Cosine the fork node needs for the branch filter to fire; 0.35 (MiniLM; Context-Agent 3.3 "

@@ -22,7 +22,7 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Context, runs
 from ctxmgmt.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
 from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import StrategyConfig, param
+from ctxmgmt.params import StrategyConfig, cache_friendly_param, param
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
@@ -53,13 +53,7 @@ MIN_TURNS_FOR_COMMON = 16
 class KadaneDialConfig(StrategyConfig):
     """Parameters of :class:`KadaneDialStrategy`; ``KadaneDialConfig.paper()`` is DYCP as published."""
 
-    cache_friendly: bool = param(
-        False,
-        "Lay each call's context out for prompt caches (beyond the paper): what the previous call sent "
-        "stays in front in its order, newly selected turns after it, until the context would pass "
-        "twice the selection (ctxmgmt.layout; billed 17-22% less with cache reads at 10% of the input "
-        "price, 3-4% more at 50%, LoCoMo dev, docs/cost.md).",
-    )
+    cache_friendly: bool = cache_friendly_param()
     tau: float = param(
         TUNED_TAU,
         "Gain shift, in standard deviations of the turn scores; 0.52 (LoCoMo dev; DYCP 4.4 uses 0.6 "

@@ -30,7 +30,7 @@ from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.context import Block, Context, runs, span_label
 from ctxmgmt.exceptions import CorruptStateError
 from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.params import MemoryConfig, cache_friendly_param, param
 from ctxmgmt.relevance import fused_relevance
 from ctxmgmt.rows import RowStack
 from ctxmgmt.strategies.base import Strategy, checked_fields
@@ -104,13 +104,7 @@ class Slot:
 class TopicThreadConfig(MemoryConfig):
     """Parameters of :class:`TopicThreadStrategy`; ``TopicThreadConfig.paper()`` is C-DIC as published."""
 
-    cache_friendly: bool = param(
-        False,
-        "Lay each call's context out for prompt caches (beyond the paper): what the previous call sent "
-        "stays in front in its order, newly selected turns after it, until the context would pass "
-        "twice the selection (ctxmgmt.layout; billed 17-22% less with cache reads at 10% of the input "
-        "price, 3-4% more at 50%, LoCoMo dev, docs/cost.md).",
-    )
+    cache_friendly: bool = cache_friendly_param()
     tau: float = param(
         TAU,
         "Score threshold for retrieval and insert-vs-revise, in cosine units; 0.25 (LoCoMo dev; C-DIC "

@@ -654,6 +654,40 @@ class ACMStrategy(Strategy):
             out.pop()
         return out
 
+    def _details(
+        self,
+        b: int,
+        floor: int,
+        tiers: Any,
+        verbatim: list[int],
+        recalled: list[int],
+        spanned: Any,
+        mentioned: dict[str, EntityRecord],
+        entity_lines: Sequence[str],
+    ) -> dict[str, Any]:
+        """What every selection reports of its budget, tiers and entities (``context.details``)."""
+        return {
+            "token_budget": self.token_budget,
+            "budget": b,
+            "floor": floor,
+            "tiers": tiers,
+            "verbatim": verbatim,
+            "recalled": recalled,
+            "query_spans": spanned,
+            "mentioned": sorted(r.text for r in mentioned.values()),
+            "summaries": [asdict(s) for s in self._summaries],
+            "entities_shown": len(entity_lines),
+            "entities_total": len(self._entities),
+        }
+
+    def _call_counts(self) -> dict[str, int]:
+        """Summariser, extractor and LLM calls so far (the last keys of ``context.details``)."""
+        return {
+            "summarize_calls": self.summarize_calls,
+            "extract_calls": self.extract_calls,
+            "llm_calls": self.llm_calls,
+        }
+
     def _select_stable(self, query: str, b: int) -> Context:
         """``stable_layout``: a query-independent prefix, then the turns the query needs, within ``b``.
 
@@ -744,21 +778,9 @@ class ACMStrategy(Strategy):
             context.blocks.pop(0)
         prefix = len(context.blocks) - (1 if asked and context.blocks else 0)
         context.details.update(
-            token_budget=self.token_budget,
-            budget=b,
-            floor=floor,
-            tiers=self.tiers,
-            verbatim=verbatim,
-            recalled=recalled,
-            query_spans=spanned,
-            mentioned=sorted(r.text for r in mentioned.values()),
-            summaries=[asdict(s) for s in self._summaries],
-            entities_shown=len(entity_lines),
-            entities_total=len(self._entities),
+            self._details(b, floor, self.tiers, verbatim, recalled, spanned, mentioned, entity_lines),
             stable_blocks=prefix,
-            summarize_calls=self.summarize_calls,
-            extract_calls=self.extract_calls,
-            llm_calls=self.llm_calls,
+            **self._call_counts(),
             explain=[
                 f"stable layout: budget {b}, cascade budget {big}; prefix of {prefix} blocks "
                 f"(entities, summaries, turns {_span(verbatim)}), then the query's turns {asked}",
@@ -939,21 +961,11 @@ class ACMStrategy(Strategy):
             lines.append(f"dropped for the budget: verbatim turns {_span(dropped_verbatim)}")
         lines.extend(self._log[-5:])
         context.details.update(
-            token_budget=self.token_budget,
-            budget=b,
-            floor=floor,
-            tiers=tiers,
-            verbatim=sorted(verbatim),
-            recalled=sorted(recalled),
-            query_spans=spanned,
-            mentioned=sorted(r.text for r in mentioned.values()),
-            summaries=[asdict(s) for s in self._summaries],
-            entities_shown=len(entity_lines),
-            entities_total=len(self._entities),
+            self._details(
+                b, floor, tiers, sorted(verbatim), sorted(recalled), spanned, mentioned, entity_lines
+            ),
             dropped_verbatim=dropped_verbatim,
-            summarize_calls=self.summarize_calls,
-            extract_calls=self.extract_calls,
-            llm_calls=self.llm_calls,
+            **self._call_counts(),
             explain=lines,
         )
         return context

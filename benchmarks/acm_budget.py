@@ -16,7 +16,7 @@ Run: ``python benchmarks/acm_budget.py [--cases 10000] [--extractor spacy|regex]
 2. **Answer containment** on LoCoMo dev at each budget, questions of categories 1-4:
    ACM (defaults, and ``from_paper()``: no query recall or query spans) side by side with
    LlamaIndex ``ChatMemoryBuffer`` and LangChain ``trim_messages`` (recency truncation,
-   from ``ctxmgmt.bench``) at the same budget. ACM's cascade budget is the question budget.
+   from ``ctxmgmt.app.bench``) at the same budget. ACM's cascade budget is the question budget.
 3. **Overhead**: wall time of ``add`` per turn (cascade, extractive summary, spaCy NER on
    texts not parsed before) while replaying LoCoMo at the first budget, p50 / p90 / max in
    ms; ``select`` p50.
@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxmgmt import BudgetExceededError, Message, Turn, build_context
-from ctxmgmt.bench.data import load_locomo
-from ctxmgmt.bench.metrics import answer_contained, percentile
-from ctxmgmt.budget import message_tokens
+from ctxmgmt.app.bench.data import load_locomo
+from ctxmgmt.app.bench.metrics import answer_contained, percentile
+from ctxmgmt.app.data import load_demo
+from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.components.entities import Entity, SpacyEntityExtractor
 from ctxmgmt.components.tokens import default_token_counter
-from ctxmgmt.data import load_demo
 from ctxmgmt.strategies.acm import MIN_TOKEN_BUDGET, ACMStrategy
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
@@ -155,7 +155,7 @@ def violations(cases: int, pool: Sequence[Turn], seed: int = 0, extractor: Any =
 
 
 def containment(data: Path, budgets: Sequence[int]) -> tuple[dict[str, dict[int, float]], dict[str, float]]:
-    from ctxmgmt.bench.framework_baselines import LangChainTrimStrategy, LlamaIndexBufferStrategy
+    from ctxmgmt.app.bench.framework_baselines import LangChainTrimStrategy, LlamaIndexBufferStrategy
 
     dialogues = load_locomo(data)
     # Memoised spaCy: the first ACM run (first budget) parses every text, and is the one

@@ -66,10 +66,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import hash_embedder  # noqa: E402  (the modules next to this one)
 from scaling import conversation  # noqa: E402
 
-import ctxmgmt.conversation  # noqa: E402
-from ctxmgmt.bench.metrics import percentile  # noqa: E402
-from ctxmgmt.data import load_demo  # noqa: E402
-from ctxmgmt.types import Turn  # noqa: E402
+import ctxmgmt.session.conversation  # noqa: E402
+from ctxmgmt.app.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.app.data import load_demo  # noqa: E402
+from ctxmgmt.messages.types import Turn  # noqa: E402
 
 SURFACES = ("langchain_middleware", "langchain_classic", "llamaindex_get", "llamaindex_block")
 MEMORIES = ("KadaneDial", "TopicThread", "DiscourseTree", "ACM", "SWin")
@@ -448,8 +448,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     # a cold start here is the cost of deriving everything (benchmarks/first_question.py times
-    # the default, which answers within ctxmgmt.conversation.INDEX_SECONDS and derives the rest later)
-    ctxmgmt.conversation.INDEX_SECONDS = None
+    # the default, which answers within ctxmgmt.session.conversation.INDEX_SECONDS and derives the rest later)
+    ctxmgmt.session.conversation.INDEX_SECONDS = None
 
     sizes = sorted(set(args.turns or ([20, 60] if args.quick else [100, 1000])))
     calls = args.calls if args.calls is not None else (4 if args.quick else 30)

@@ -20,7 +20,7 @@ history is ``put`` at once into a fresh ``llamaindex_ctxmgmt.<Memory>.from_defau
 ``SimpleChatStore``), one ``ChatMessage`` per message (speaker name and date in
 ``additional_kwargs``), then every question is asked right away with ``get(input=question)``,
 one after the other. Twice: with the defaults (``defaults``) and with
-``ctxmgmt.conversation.INDEX_SECONDS = None`` (``derived first``: every call derives the whole
+``ctxmgmt.session.conversation.INDEX_SECONDS = None`` (``derived first``: every call derives the whole
 history before it answers). The models are loaded before the clock (``ctxmgmt.warm_up()`` and
 spaCy for ACM), as a server does at start-up. KadaneDial and DiscourseTree get a budget out of the
 way (``token_limit`` 10**7), the others their defaults. ``--surface langchain`` does the same
@@ -106,15 +106,15 @@ from _common import (  # noqa: E402  (the module next to this script)
 )
 from _common import warm_up as preload  # noqa: E402
 
-from ctxmgmt.bench.data import Dialogue, Question, load_dialogues  # noqa: E402
-from ctxmgmt.bench.metrics import (  # noqa: E402
+from ctxmgmt.app.bench.data import Dialogue, Question, load_dialogues  # noqa: E402
+from ctxmgmt.app.bench.metrics import (  # noqa: E402
     answer_contained,
     evidence_recall,
     mean,
     percentile,
     session_recall,
 )
-from ctxmgmt.types import Message, Turn  # noqa: E402
+from ctxmgmt.messages.types import Message, Turn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
@@ -289,7 +289,7 @@ def ask_llamaindex(
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
     import llamaindex_ctxmgmt
-    from ctxmgmt.budget import message_tokens, turn_tokens
+    from ctxmgmt.components.budget import message_tokens, turn_tokens
     from ctxmgmt.components.tokens import CachedTokenCounter, default_token_counter
     from llamaindex_ctxmgmt._convert import to_message
 
@@ -339,7 +339,7 @@ def ask_langchain(
     from langgraph.checkpoint.memory import InMemorySaver
 
     import langchain_ctxmgmt
-    from ctxmgmt.budget import message_tokens, turn_tokens
+    from ctxmgmt.components.budget import message_tokens, turn_tokens
     from ctxmgmt.components.tokens import CachedTokenCounter, default_token_counter
     from langchain_ctxmgmt._convert import content_text, to_ctxmgmt
 
@@ -407,16 +407,16 @@ def ask_langchain(
 def quality_child(task: dict[str, Any]) -> dict[str, Any]:
     """One memory through one surface: every file, with the defaults then derived first."""
     import ctxmgmt
-    import ctxmgmt.conversation
+    import ctxmgmt.session.conversation
 
     memory, surface = task["memory"], task["surface"]
     ctxmgmt.warm_up()
     preload(memory)  # tiktoken tables, and spaCy for ACM: model loading is not measured here
     ask: Callable[..., list[Asked]] = ask_llamaindex if surface == "llamaindex" else ask_langchain
-    default_seconds = ctxmgmt.conversation.INDEX_SECONDS
+    default_seconds = ctxmgmt.session.conversation.INDEX_SECONDS
     out: dict[str, Any] = {"memory": memory, "surface": surface, "index_seconds": default_seconds, "runs": []}
     for mode in MODES:  # the defaults first: nothing derived or cached before them
-        ctxmgmt.conversation.INDEX_SECONDS = default_seconds if mode == "defaults" else None
+        ctxmgmt.session.conversation.INDEX_SECONDS = default_seconds if mode == "defaults" else None
         for name in task["files"]:
             dialogues = load_dialogues(Path(task["data"]) / name)[: task["dialogues"] or None]
             records: list[Asked] = []
@@ -436,7 +436,7 @@ def quality_child(task: dict[str, Any]) -> dict[str, Any]:
                     "records": [asdict(r) for r in records],
                 }
             )
-    ctxmgmt.conversation.INDEX_SECONDS = default_seconds
+    ctxmgmt.session.conversation.INDEX_SECONDS = default_seconds
     return out
 
 

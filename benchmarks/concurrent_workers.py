@@ -6,7 +6,7 @@ Run: ``python benchmarks/concurrent_workers.py [--quick] [--json workers.json]
 
 ``--workers`` (4) processes x ``--sessions`` (25 each) x ``--session-turns`` (50),
 interleaved, on one PostgreSQL, KadaneDial with the fast deterministic hashing embedder of
-:mod:`ctxmgmt.testing` (384-d; load, not model speed, is measured here). "sticky": each worker
+:mod:`ctxmgmt.app.testing` (384-d; load, not model speed, is measured here). "sticky": each worker
 drives its own sessions round-robin; "routed": every turn goes to whichever worker is free, so
 sessions move between workers and compare-and-set conflicts happen. Then, from the database:
 lost turns, cross-session leaks (chain hashes vs each session's own turns; stored records vs a
@@ -45,7 +45,7 @@ from _common import (  # noqa: E402  (the module next to this script)
     warm_up,
 )
 
-from ctxmgmt.types import Turn  # noqa: E402
+from ctxmgmt.messages.types import Turn  # noqa: E402
 
 SIZES = {"workers": (4, 2), "sessions": (25, 4), "session_turns": (50, 8)}
 """``name -> (default, with --quick)``."""
@@ -53,8 +53,8 @@ SIZES = {"workers": (4, 2), "sessions": (25, 4), "session_turns": (50, 8)}
 
 def _child_worker(task: dict[str, Any]) -> None:
     """A worker: reads ``go`` (sticky: drive own sessions) or ``t S T`` lines (routed); writes ``done``."""
+    from ctxmgmt.app.testing import StatePool
     from ctxmgmt.strategies import KadaneDialStrategy
-    from ctxmgmt.testing import StatePool
 
     conflicts = [0]
 
@@ -63,7 +63,7 @@ def _child_worker(task: dict[str, Any]) -> None:
             if "written by another worker" in record.getMessage():
                 conflicts[0] += 1
 
-    log = logging.getLogger("ctxmgmt.stored_state")
+    log = logging.getLogger("ctxmgmt.session.stored_state")
     log.setLevel(logging.INFO)
     log.addHandler(Conflicts())
     store = open_backend(task["store"])
@@ -195,10 +195,10 @@ def verify_sessions(dsn: str, *, prefix: str, tag: str, sessions: int, session_t
     """Lost turns, leaks and duplicate records of the sessions ``prefix*`` in PostgreSQL."""
     import psycopg
 
+    from ctxmgmt.messages.types import chain_hashes
+    from ctxmgmt.session.stored_state import StoredState as Session
     from ctxmgmt.store import SQLiteStore
-    from ctxmgmt.stored_state import StoredState as Session
     from ctxmgmt.strategies import KadaneDialStrategy
-    from ctxmgmt.types import chain_hashes
 
     lost = duplicates = missing_sessions = 0
     chain_mismatch = records_differ = foreign = extra = missing = 0

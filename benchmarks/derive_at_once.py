@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(memory: str, turns: int, repeats: int, data: Path) -> dict[str, Any]:
     """One case: best of ``repeats`` runs of deriving ``turns`` turns and one select."""
-    from ctxmgmt.bench.data import load_locomo
+    from ctxmgmt.app.bench.data import load_locomo
     from ctxmgmt.components import entities
     from ctxmgmt.strategies import ACMStrategy, SWinStrategy
 

@@ -45,14 +45,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from ctxmgmt import Message, Turn  # noqa: E402
-from ctxmgmt.bench.data import Dialogue, load_mtbenchplus  # noqa: E402
-from ctxmgmt.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.app.bench.data import Dialogue, load_mtbenchplus  # noqa: E402
+from ctxmgmt.app.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.app.testing import CachingEmbedder  # noqa: E402
 from ctxmgmt.components.decider import NEW_TOPIC_CUES, EmbeddedDecider, TopicView, has_cue  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import WINDOW_NODES, DiscourseTreeStrategy  # noqa: E402
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
-from ctxmgmt.testing import CachingEmbedder  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 

@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from ctxmgmt.bench.data import load_locomo  # noqa: E402
+from ctxmgmt.app.bench.data import load_locomo  # noqa: E402
 from ctxmgmt.components.embedder import (  # noqa: E402
     SentenceTransformerEmbedder,
     _FrozenEncoder,

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from encoder import p50_ms  # noqa: E402  (the scripts next to this one)
 from scaling import conversation  # noqa: E402
 
-from ctxmgmt.bench.data import load_locomo  # noqa: E402
+from ctxmgmt.app.bench.data import load_locomo  # noqa: E402
 from ctxmgmt.components.embedder import SentenceTransformerEmbedder  # noqa: E402
 
 BATCH = 64

@@ -6,7 +6,7 @@ MiniLM's turn vectors with the static encoder's question vectors (:class:`MixedE
 
 For every encoder and memory (KadaneDialMemory, TopicThreadMemory, DiscourseTreeMemory, embedded
 defaults otherwise), replays LoCoMo dev and MT-Bench+ dev as ``ctxmgmt bench`` does
-(``ctxmgmt.bench.runner.run_memory``: every turn added, then every question selected with no
+(``ctxmgmt.app.bench.runner.run_memory``: every turn added, then every question selected with no
 budget) and reports evidence recall, answer containment and token ratio; for
 DiscourseTreeMemory also the embedded decider's topic-shift detection on TIAGE dev (Pk,
 boundary F1; ``benchmarks/discourse_tree.py``'s protocol). ``--cache`` keeps MiniLM's vectors on
@@ -29,8 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from ctxmgmt.bench.data import load_dialogues  # noqa: E402
-from ctxmgmt.bench.runner import run_memory  # noqa: E402
+from ctxmgmt.app.bench.data import load_dialogues  # noqa: E402
+from ctxmgmt.app.bench.runner import run_memory  # noqa: E402
 from ctxmgmt.components.embedder import SentenceTransformerEmbedder, normalise  # noqa: E402
 from ctxmgmt.components.static_embedder import StaticEmbedder  # noqa: E402
 from ctxmgmt.strategies import DiscourseTreeStrategy, KadaneDialStrategy, TopicThreadStrategy  # noqa: E402

@@ -44,8 +44,8 @@ CALLS = 40
 COLD_SCRIPT = """
 import json, sys, time
 start = time.perf_counter()
-from ctxmgmt.bench.data import load_dialogues
-from ctxmgmt.registry import MEMORIES
+from ctxmgmt.app.bench.data import load_dialogues
+from ctxmgmt.strategies.registry import MEMORIES
 from pathlib import Path
 dialogues = load_dialogues(Path(sys.argv[1]))
 turns = [t for d in dialogues for t in d.turns][: int(sys.argv[4])]
@@ -84,8 +84,8 @@ def cold_start(data: Path, memory: str, encoder: str) -> dict[str, Any]:
 
 
 def warm(data: Path, memory: str, encoder: str) -> dict[str, Any]:
-    from ctxmgmt.bench.data import load_dialogues
-    from ctxmgmt.registry import MEMORIES as FACTORIES
+    from ctxmgmt.app.bench.data import load_dialogues
+    from ctxmgmt.strategies.registry import MEMORIES as FACTORIES
 
     dialogues = load_dialogues(data / "locomo_dev.json")
     turns = [t for d in dialogues for t in d.turns]

@@ -47,7 +47,7 @@ def child(memory: str, mode: str, turns: int, lead: float, data: str) -> dict[st
     from langgraph.checkpoint.memory import InMemorySaver
 
     import langchain_ctxmgmt
-    from ctxmgmt.bench.data import load_dialogues
+    from ctxmgmt.app.bench.data import load_dialogues
     from langchain_ctxmgmt.testing import RecordingChatModel
 
     path = Path(data) / "locomo_dev.json"
@@ -56,7 +56,7 @@ def child(memory: str, mode: str, turns: int, lead: float, data: str) -> dict[st
         source = [t for d in dialogues for t in d.turns]
         questions = [q.text for d in dialogues for q in d.questions]
     else:
-        from ctxmgmt.data import load_demo
+        from ctxmgmt.app.data import load_demo
 
         demo = load_demo()
         source, questions = list(demo.turns), [q.question for q in demo.questions]

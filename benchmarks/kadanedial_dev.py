@@ -2,7 +2,7 @@
 
 Tuning KadaneDial on LongMemEval (issue 34) replays ~15,000 long turns per pass; embedding them
 with MiniLM takes most of a ``ctxmgmt bench`` run. This script runs the same replay
-(:func:`ctxmgmt.bench.runner.run_all`: every turn added, a dated question added as a user turn,
+(:func:`ctxmgmt.app.bench.runner.run_all`: every turn added, a dated question added as a user turn,
 then ``select``) for KadaneDial and the equal-token baselines only, with one MiniLM whose
 vectors are kept in an SQLite file (``--cache``, default ``/tmp/ctxmgmt_kd_cache.sqlite``), so
 the second run of a variant embeds only the texts it has not seen. Vectors of a batch come from
@@ -37,9 +37,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from ctxmgmt.bench.baselines import Baseline, LastKStrategy, TopKBM25Strategy, TopKDenseStrategy  # noqa: E402
-from ctxmgmt.bench.data import Dialogue, load_dialogues  # noqa: E402
-from ctxmgmt.bench.runner import MemoryResult, run_all  # noqa: E402
+from ctxmgmt.app.bench.baselines import Baseline, LastKStrategy, TopKBM25Strategy, TopKDenseStrategy  # noqa: E402
+from ctxmgmt.app.bench.data import Dialogue, load_dialogues  # noqa: E402
+from ctxmgmt.app.bench.runner import MemoryResult, run_all  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder  # noqa: E402
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
 

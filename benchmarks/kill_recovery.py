@@ -8,7 +8,7 @@ turns to a session (a third of the trials edit a turn in place mid-way, a sixth 
 the parent SIGKILLs it at a random moment; a fresh process then syncs the raw history the child
 was last given and compares ``strategy.to_state()`` with a rebuild without a store (and again
 after reloading from the store). The five memories in turn, the hashing embedder of
-:mod:`ctxmgmt.testing`, no LLM. Target: 0 mismatches.
+:mod:`ctxmgmt.app.testing`, no LLM. Target: 0 mismatches.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from _common import (  # noqa: E402  (the module next to this script)
     warm_up,
 )
 
-from ctxmgmt.types import Message, Turn  # noqa: E402
+from ctxmgmt.messages.types import Message, Turn  # noqa: E402
 
 SIZES = {"kill_trials": (100, 10), "kill_turns": (30, 10)}
 """``name -> (default, with --quick)``."""
@@ -86,7 +86,7 @@ def _kill_child(
     loop: Any,
     ext: Any,
 ) -> None:
-    from ctxmgmt.testing import StatePool
+    from ctxmgmt.app.testing import StatePool
 
     logging.disable(logging.WARNING)
     store = open_backend(spec)
@@ -104,8 +104,8 @@ def _kill_child(
 
 
 def _kill_verify(memory: str, spec: str, session_id: str, history: list[Turn], conn: Any, ext: Any) -> None:
-    from ctxmgmt.testing import StatePool
-    from ctxmgmt.types import chain_hashes
+    from ctxmgmt.app.testing import StatePool
+    from ctxmgmt.messages.types import chain_hashes
 
     logging.disable(logging.WARNING)
     try:

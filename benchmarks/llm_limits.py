@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import hash_embedder  # noqa: E402  (the module next to this script)
 
 from ctxmgmt import Message, Turn  # noqa: E402
+from ctxmgmt.app.testing import FakeLLM, HangingLLM  # noqa: E402
 from ctxmgmt.components.decider import EmbeddedDecider, LLMDecider  # noqa: E402
 from ctxmgmt.components.llm_call import abandoned_calls  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
-from ctxmgmt.testing import FakeLLM, HangingLLM  # noqa: E402
 
 TOPICS = ("my cat Miso", "sourdough bread", "a trip to Lisbon", "the tax form")
 ANSWER = '{"action": "continue"}'

@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from scaling import conversation, time_adds, time_selects  # noqa: E402  (the script next to this one)
 
 from ctxmgmt import KadaneDialStrategy  # noqa: E402
-from ctxmgmt.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.app.bench.metrics import percentile  # noqa: E402
 
 
 def measure(n: int, queries: int) -> dict[str, float]:

@@ -4,7 +4,7 @@ Run: ``python benchmarks/resident_memory.py [--quick] [--json sessions.json]
 [--rss-sessions 10000] [--rss-bound 1000] [--data FILE] [--workdir DIR]``.
 
 ``--rss-sessions`` (10,000) sessions touched in one process with ``max_sessions`` =
-``--rss-bound`` (1,000) on SQLite (KadaneDial, the hashing embedder of :mod:`ctxmgmt.testing`,
+``--rss-bound`` (1,000) on SQLite (KadaneDial, the hashing embedder of :mod:`ctxmgmt.app.testing`,
 5 turns each): resident memory (VmRSS) after the bound, half and all the sessions; the same
 without the bound for comparison; and the texts embedded again when 100 evicted sessions come
 back (target 0).
@@ -35,7 +35,7 @@ from _common import (  # noqa: E402  (the module next to this script)
     warm_up,
 )
 
-from ctxmgmt.testing import CountingEmbedder  # noqa: E402
+from ctxmgmt.app.testing import CountingEmbedder  # noqa: E402
 
 SIZES = {"rss_sessions": (10_000, 300), "rss_bound": (1000, 100)}
 """``name -> (default, with --quick)``."""
@@ -51,8 +51,8 @@ def rss_mb() -> float:
 
 
 def _child_rss(task: dict[str, Any]) -> dict[str, Any]:
+    from ctxmgmt.app.testing import StatePool
     from ctxmgmt.strategies import KadaneDialStrategy
-    from ctxmgmt.testing import StatePool
 
     warm_up("KadaneDialMemory")
     inner = hash_embedder()

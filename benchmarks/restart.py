@@ -5,9 +5,9 @@ Run: ``python benchmarks/restart.py [--quick] [--json restart.json] [--postgres 
 [--no-today] [--data FILE] [--workdir DIR]``.
 
 Every memory (the five with their defaults; SWin, ACM, TopicThread and DiscourseTree also with
-a call-counting fake LLM as summariser / decider, :class:`ctxmgmt.testing.FakeLLM`) stores a
+a call-counting fake LLM as summariser / decider, :class:`ctxmgmt.app.testing.FakeLLM`) stores a
 ``--turns`` (1,000) turn conversation through a core conversation pool
-(``ctxmgmt.testing.StatePool``) in SQLite (one file per memory, whose size is reported; the
+(``ctxmgmt.app.testing.StatePool``) in SQLite (one file per memory, whose size is reported; the
 rows are then copied as they are into PostgreSQL). Then a NEW PROCESS per memory and store
 times the first ``sync`` + ``select`` on it (``--reps`` repetitions in that process, each with
 a new pool, strategy and store connection; p50 and the first one reported), counting embedder,
@@ -54,8 +54,8 @@ from _common import (  # noqa: E402  (the module next to this script)
     warm_up,
 )
 
-from ctxmgmt.testing import CachingEmbedder, CountingEmbedder, CountingExtractor, FakeLLM  # noqa: E402
-from ctxmgmt.types import Turn  # noqa: E402
+from ctxmgmt.app.testing import CachingEmbedder, CountingEmbedder, CountingExtractor, FakeLLM  # noqa: E402
+from ctxmgmt.messages.types import Turn  # noqa: E402
 
 SIZES = {"turns": (1000, 120), "reps": (3, 2), "restart_adds": (5, 2)}
 """``name -> (default, with --quick)``."""
@@ -76,7 +76,7 @@ def build_stored(
     PostgreSQL (the same tables and values a ``PostgresStore`` write produces; writing through
     it too would only double the build time, and the other persistence benchmarks write through it).
     """
-    from ctxmgmt.testing import StatePool
+    from ctxmgmt.app.testing import StatePool
 
     turns = conversation(n)
     counting = CountingEmbedder(CachingEmbedder(make_embedder(embedder)))  # builds: texts embedded once
@@ -157,7 +157,7 @@ def _timed_first_select(
     variant: str, spec: str | None, turns: list[Turn], base: Any, extractor: Any
 ) -> dict[str, Any]:
     """Time a new session's first ``sync`` (restore or rebuild) + ``select``; count what each did."""
-    from ctxmgmt.testing import StatePool
+    from ctxmgmt.app.testing import StatePool
 
     store = open_backend(spec)
     embedder = CountingEmbedder(base)
@@ -199,7 +199,7 @@ def _timed_first_select(
 def _serve_another_conversation(variant: str, spec: str, base: Any, extractor: Any) -> None:
     """Warm a new worker as serving any request would: another, short conversation written to
     the same store, then restored from it by a new pool and answered (its rows are deleted)."""
-    from ctxmgmt.testing import StatePool
+    from ctxmgmt.app.testing import StatePool
 
     store = open_backend(spec)
     other = session_turns(999, 20, tag="warm")
@@ -234,7 +234,7 @@ def _timed_adds(task: dict[str, Any], base: Any, extractor: Any) -> dict[str, An
     Runs last (it writes the new turns to the store). "In process" is a session restored from
     the store and then detached from it (``session.store = None``), so both add to the same state.
     """
-    from ctxmgmt.testing import StatePool
+    from ctxmgmt.app.testing import StatePool
 
     n, adds, variant = task["turns"], task.get("adds", 0), task["variant"]
     if not adds:

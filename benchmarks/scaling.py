@@ -3,13 +3,13 @@
 Run: ``python benchmarks/scaling.py [--turns 100 1000] [--with-10000] [--baselines]
 [--queries 10] [--timed-adds 50] [--plot scaling.png] [--json scaling.json]``.
 
-For each memory of ``ctxmgmt.registry.MEMORIES`` (and, with ``--baselines``, the
+For each memory of ``ctxmgmt.strategies.registry.MEMORIES`` (and, with ``--baselines``, the
 framework-free baselines) and each length n, a conversation of n distinct turns is built from
 the shipped demo conversation (repeated with a numbered suffix). The first n - m turns are
 added in batches of 256 (untimed), then the last m turns are added one by one and timed, so
 ``add`` is measured at length ~n as a chat adds turns; then ``select`` is timed for
 ``--queries`` demo questions after a warm-up query. Prints a table and writes a PNG
-(``ctxmgmt.bench.plots.plot_scaling``). 10,000 turns is optional (``--with-10000``): it takes a few
+(``ctxmgmt.app.bench.plots.plot_scaling``). 10,000 turns is optional (``--with-10000``): it takes a few
 minutes per memory on 2 CPU cores, mostly embedding.
 """
 
@@ -27,8 +27,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from ctxmgmt import Turn  # noqa: E402
-from ctxmgmt.bench.metrics import percentile  # noqa: E402
-from ctxmgmt.data import load_demo  # noqa: E402
+from ctxmgmt.app.bench.metrics import percentile  # noqa: E402
+from ctxmgmt.app.data import load_demo  # noqa: E402
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
 
 
@@ -100,11 +100,11 @@ def measure(
 
 def memories(with_baselines: bool) -> dict[str, Callable[[], Strategy]]:
     """Every registered memory, and optionally the framework-free baselines."""
-    from ctxmgmt.registry import MEMORIES
+    from ctxmgmt.strategies.registry import MEMORIES
 
     chosen: dict[str, Callable[[], Strategy]] = dict(MEMORIES)
     if with_baselines:
-        from ctxmgmt.bench.baselines import baselines
+        from ctxmgmt.app.bench.baselines import baselines
 
         chosen.update({b.name: b.factory for b in baselines(frameworks=False)})
     return chosen
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )
     console.print(table)
     if args.plot:
-        from ctxmgmt.bench.plots import plot_scaling
+        from ctxmgmt.app.bench.plots import plot_scaling
 
         console.print(f"plot written to {plot_scaling(rows, args.plot)}")
     if args.json:

@@ -73,7 +73,7 @@ def measure(
     *, prefill: int, adds: int, pg: str | None, pg_durable: str | None, embedder: str, workdir: Path
 ) -> dict[str, Any]:
     """p50 of ``Session.sync`` adding one turn, per store, interleaved turn by turn."""
-    from ctxmgmt.stored_state import StoredState as Session
+    from ctxmgmt.session.stored_state import StoredState as Session
     from ctxmgmt.strategies import KadaneDialStrategy
 
     base = make_embedder(embedder)

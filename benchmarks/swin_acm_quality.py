@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/swin_acm_quality.py DATA [--budget 4000] [--every 3] [--set swin:NAME=VALUE]``.
 Replays each dialogue of ``DATA`` (LoCoMo, MT-Bench+ or LongMemEval, as ``ctxmgmt bench``
-loads them) through :func:`ctxmgmt.bench.runner.run_memory` (a dated question is added as a
+loads them) through :func:`ctxmgmt.app.bench.runner.run_memory` (a dated question is added as a
 user turn first, as ``ctxmgmt bench`` does) for these rows (``--only`` picks some):
 
 - ``swin``: ``SWinStrategy`` with the ``--set swin:...`` parameters (defaults otherwise);
@@ -34,9 +34,9 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ctxmgmt.bench.baselines import TopKBM25Strategy  # noqa: E402
-from ctxmgmt.bench.data import load_dialogues  # noqa: E402
-from ctxmgmt.bench.runner import run_memory  # noqa: E402
+from ctxmgmt.app.bench.baselines import TopKBM25Strategy  # noqa: E402
+from ctxmgmt.app.bench.data import load_dialogues  # noqa: E402
+from ctxmgmt.app.bench.runner import run_memory  # noqa: E402
 from ctxmgmt.strategies import ACMStrategy, SWinStrategy  # noqa: E402
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
 

@@ -20,14 +20,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from overhead import conversation  # noqa: E402
 
-from ctxmgmt.bench.framework_baselines import (  # noqa: E402
+from ctxmgmt.app.bench.framework_baselines import (  # noqa: E402
     LangChainSummarizationStrategy,
     LlamaIndexSummaryStrategy,
 )
+from ctxmgmt.app.testing import FakeLLM  # noqa: E402
 from ctxmgmt.components.summarizer import LLMSummarizer  # noqa: E402
 from ctxmgmt.components.tokens import default_token_counter  # noqa: E402
 from ctxmgmt.strategies.swin import SWinStrategy  # noqa: E402
-from ctxmgmt.testing import FakeLLM  # noqa: E402
 
 
 def main() -> None:

@@ -8,13 +8,13 @@ user would put it: one ``ChatMessage`` per message, the session date in
 ``additional_kwargs["timestamp"]`` (the LoCoMo form, "1:56 pm on 8 May, 2023"), then every
 question is asked with ``get(input=question)``. Three rows:
 
-- ``core SWinStrategy``: the core benchmark's replay (:func:`ctxmgmt.bench.runner.run_memory`),
+- ``core SWinStrategy``: the core benchmark's replay (:func:`ctxmgmt.app.bench.runner.run_memory`),
   the reference figure;
 - ``LlamaIndex, dated``: the adapter with each message's date in ``additional_kwargs``;
 - ``LlamaIndex, undated``: the same messages without dates (what an adapter that drops the
   time gives: relative dates stay unanchored).
 
-Measured as the core benchmark measures (:mod:`ctxmgmt.bench.metrics`): answer containment
+Measured as the core benchmark measures (:mod:`ctxmgmt.app.bench.metrics`): answer containment
 in what the model receives (the returned messages' text), evidence recall (a turn counts when
 all its messages are returned verbatim; messages carry their turn index in
 ``additional_kwargs``), token ratio (returned messages' tokens by the default counter over the
@@ -34,11 +34,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import ctxmgmt.conversation
-from ctxmgmt.bench.data import Dialogue, load_dialogues
-from ctxmgmt.bench.metrics import answer_contained, evidence_recall
-from ctxmgmt.bench.runner import MemoryResult, QuestionRecord, run_memory
-from ctxmgmt.budget import message_tokens, turn_tokens
+import ctxmgmt.session.conversation
+from ctxmgmt.app.bench.data import Dialogue, load_dialogues
+from ctxmgmt.app.bench.metrics import answer_contained, evidence_recall
+from ctxmgmt.app.bench.runner import MemoryResult, QuestionRecord, run_memory
+from ctxmgmt.components.budget import message_tokens, turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, default_token_counter
 from ctxmgmt.strategies.swin import SWinStrategy
 
@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     args = parser.parse_args(argv)
     # the interface's fidelity is measured: each first get() derives the whole dialogue
-    ctxmgmt.conversation.INDEX_SECONDS = None
+    ctxmgmt.session.conversation.INDEX_SECONDS = None
     paths = [Path(p) for p in (args.data or [DEFAULT_DATA])]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:

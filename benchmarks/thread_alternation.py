@@ -5,7 +5,7 @@ Run: ``python benchmarks/thread_alternation.py [--quick] [--json threads.json]
 
 ``create_agent`` (a tool-less fake chat model answering each user message with its LoCoMo
 reply, ``InMemorySaver``) through each middleware that can use an LLM, ``llm=`` a
-call-counting fake chat model that answers with :func:`ctxmgmt.testing.plausible_answer`;
+call-counting fake chat model that answers with :func:`ctxmgmt.app.testing.plausible_answer`;
 two threads of ``--thread-turns`` (24) turns, alternating one turn at a time vs one after the
 other: LLM calls of both orders, their ratio, and whether every model call saw the same
 context. Target: ratio 1.00.
@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import make_embedder, parser_for, run_benchmark, source_turns, table  # noqa: E402
 
-from ctxmgmt.testing import plausible_answer  # noqa: E402
+from ctxmgmt.app.testing import plausible_answer  # noqa: E402
 
 SIZES = {"thread_turns": (24, 8)}
 """``name -> (default, with --quick)``."""

@@ -26,8 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from ctxmgmt.bench.data import Dialogue, load_locomo  # noqa: E402
-from ctxmgmt.bench.metrics import answer_contained, evidence_recall, mean, percentile  # noqa: E402
+from ctxmgmt.app.bench.data import Dialogue, load_locomo  # noqa: E402
+from ctxmgmt.app.bench.metrics import answer_contained, evidence_recall, mean, percentile  # noqa: E402
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
 from ctxmgmt.strategies.topic_thread import TopicThreadStrategy  # noqa: E402
 

@@ -4,7 +4,7 @@ Every example talks through a list of questions, prints each answer with a note 
 sent, and then prints the messages the model got for the last question. The lines for that
 are here, so that each example shows only what is its own: the memory, its settings and what
 it explains. (The persistence examples show what was (not) embedded again after a restart with
-``ctxmgmt.testing.CountingEmbedder``.) The LangChain half (agents) and the LlamaIndex half
+``ctxmgmt.app.testing.CountingEmbedder``.) The LangChain half (agents) and the LlamaIndex half
 (chat engines, agents with ``Memory``) are defined only if that framework is installed (see
 ``_fake.py``).
 """

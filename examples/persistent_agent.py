@@ -41,8 +41,8 @@ from _fake import OfflineChatModel
 from _run import chat_model, converse, example_agent, print_received, sent
 from langchain_core.language_models import BaseChatModel
 
+from ctxmgmt.app.testing import CountingEmbedder
 from ctxmgmt.store import open_store
-from ctxmgmt.testing import CountingEmbedder
 from langchain_ctxmgmt import KadaneDialMiddleware
 
 try:

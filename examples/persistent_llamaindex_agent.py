@@ -40,7 +40,7 @@ from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.tools import FunctionTool
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from ctxmgmt.testing import CountingEmbedder
+from ctxmgmt.app.testing import CountingEmbedder
 from llamaindex_ctxmgmt import KadaneDialBlock
 
 SYSTEM_PROMPT = "You are a friendly assistant. Answer in one or two sentences."

@@ -1,8 +1,8 @@
 """The classic LangChain memory base: a ``BaseMemory`` over any ctxmgmt Strategy.
 
 Each classic memory is a declaration, ``class X(StrategyMemory, strategy=S)``: its parameters
-come from the strategy's config (:mod:`ctxmgmt.adapter`). Each LangChain call makes one call
-into the conversation's :class:`ctxmgmt.conversation.Conversation`; messages cross with the
+come from the strategy's config (:mod:`ctxmgmt.adapter.kit`). Each LangChain call makes one call
+into the conversation's :class:`ctxmgmt.session.conversation.Conversation`; messages cross with the
 LangChain codec (:data:`langchain_ctxmgmt._convert.CODEC`).
 """
 
@@ -23,10 +23,10 @@ from langchain_core.messages import (
 from pydantic import Field, PrivateAttr
 
 from ctxmgmt import Context, Strategy, adapter
-from ctxmgmt.budget import check_budget
-from ctxmgmt.conversation import Conversation, ConversationPool
-from ctxmgmt.copying import deep_copy
-from ctxmgmt.offload import run_blocking_for
+from ctxmgmt.adapter.copying import deep_copy
+from ctxmgmt.adapter.offload import run_blocking_for
+from ctxmgmt.components.budget import check_budget
+from ctxmgmt.session.conversation import Conversation, ConversationPool
 from langchain_ctxmgmt._convert import CODEC, buffer_string
 from langchain_ctxmgmt._history import ListChatMessageHistory
 from langchain_ctxmgmt._inputs import new_messages, query_of
@@ -138,7 +138,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
             self, complete_with, budget_name="max_token_limit", token_counter=self._counter
         )
 
-    # -- pickles and deep copies (as ConversationBufferMemory allows): see ctxmgmt.copying ------
+    # -- pickles and deep copies (as ConversationBufferMemory allows): see ctxmgmt.adapter.copying ------
     def _shared(self) -> list[Any]:
         """What a deep copy shares: components, counters, callbacks and the store (never copied)."""
         values = [v for k, v in self._components().items() if k != "chat_memory"]  # copied, as LangChain does
@@ -208,11 +208,11 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
 
         Those the memory was saved with (``"custom_components"``) must be: a missing one raises
         ``ConfigurationError`` naming it, except ``token_counter``, whose default only warns
-        (:data:`ctxmgmt.adapter.DEFAULT_ACCEPTED`); ``name=None`` takes the default on purpose.
+        (:data:`ctxmgmt.adapter.kit.DEFAULT_ACCEPTED`); ``name=None`` takes the default on purpose.
         The derived state is rebuilt from the history on the next call, or loaded from ``store``.
 
         Saved data holds parameters and history only: a store, components or a ``memory_role``
-        of ``"system"`` are taken as arguments, never from the data (:func:`ctxmgmt.adapter.plain_data`).
+        of ``"system"`` are taken as arguments, never from the data (:func:`ctxmgmt.adapter.kit.plain_data`).
 
         Raises:
             ConfigurationError: a custom component of the saved memory is not passed again, the
@@ -328,7 +328,10 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         return self._load(self.chat_memory.messages, self._query(inputs))
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Async :meth:`load_memory_variables`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
+        """Async :meth:`load_memory_variables`: selects on a pooled thread.
+
+        The pool: :mod:`ctxmgmt.adapter.offload`.
+        """
         query = self._query(inputs)
         history = await self.chat_memory.aget_messages()
         return await run_blocking_for(self.store is not None)(self._load, history, query)
@@ -344,7 +347,10 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
         self._index(self.chat_memory.messages)
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
-        """Async :meth:`save_context`: indexes (embeds) on a pooled thread (:mod:`ctxmgmt.offload`)."""
+        """Async :meth:`save_context`: indexes (embeds) on a pooled thread.
+
+        The pool: :mod:`ctxmgmt.adapter.offload`.
+        """
         await self.chat_memory.aadd_messages(self._new_messages(inputs, outputs))
         history = await self.chat_memory.aget_messages()
         await run_blocking_for(self.store is not None)(self._index, history)

@@ -1,9 +1,9 @@
 """What the middleware and the selector share: configuration, conversations by thread, selection.
 
 Both are declared as ``class X(Base, strategy=S)``; their keyword arguments are the strategy's
-parameters and components (:mod:`ctxmgmt.adapter`) plus ``max_tokens``, ``token_counter``,
+parameters and components (:mod:`ctxmgmt.adapter.kit`) plus ``max_tokens``, ``token_counter``,
 ``store``, ``max_sessions``, ``progress`` and ``name``. The object holds configuration only:
-each LangGraph thread's state lives in its own :class:`ctxmgmt.conversation.Conversation`.
+each LangGraph thread's state lives in its own :class:`ctxmgmt.session.conversation.Conversation`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,15 @@ from typing import Any, ClassVar
 from langchain_core.messages import BaseMessage
 
 from ctxmgmt import Block, ConfigurationError, Context, Strategy, adapter
-from ctxmgmt.budget import check_budget
-from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool, Progress, Selection
-from ctxmgmt.copying import deep_copy
+from ctxmgmt.adapter.copying import deep_copy
+from ctxmgmt.components.budget import check_budget
+from ctxmgmt.session.conversation import (
+    DEFAULT_MAX_SESSIONS,
+    Conversation,
+    ConversationPool,
+    Progress,
+    Selection,
+)
 from ctxmgmt.store.base import StateStore
 from langchain_ctxmgmt._convert import CODEC
 from langchain_ctxmgmt._llm import complete_with
@@ -53,7 +59,7 @@ class ThreadSelection(adapter.SelectionRecord):
 
     Copies (``copy.deepcopy``, ``pickle``) carry the configuration and each live thread's
     conversation with its derived state; components and stores are shared by a deep copy and
-    locks are the copy's own (:mod:`ctxmgmt.copying`).
+    locks are the copy's own (:mod:`ctxmgmt.adapter.copying`).
     """
 
     strategy_class: ClassVar[type[Strategy]]
@@ -119,7 +125,7 @@ class ThreadSelection(adapter.SelectionRecord):
         self._graph_stores: weakref.WeakKeyDictionary[Any, StateStore] = weakref.WeakKeyDictionary()
         self._graph_stores_lock = threading.Lock()
 
-    # -- copies (copy.deepcopy, pickle): see ctxmgmt.copying --------------------------------
+    # -- copies (copy.deepcopy, pickle): see ctxmgmt.adapter.copying --------------------------------
     def _shared(self) -> list[Any]:
         """What a deep copy shares: components, counters, callbacks and stores (never copied)."""
         components = [getattr(self, f.name) for f in self.adapter_fields if f.component]
@@ -201,7 +207,7 @@ class ThreadSelection(adapter.SelectionRecord):
 
         Its role is the strategy's ``memory_role`` (default ``"user"``: a ``HumanMessage``
         opening with a line saying it is a record of earlier conversation, not instructions;
-        :mod:`ctxmgmt.framing`). Override it to place the memory elsewhere.
+        :mod:`ctxmgmt.messages.framing`). Override it to place the memory elsewhere.
         """
         return CODEC.text_block(block)
 

@@ -2,12 +2,12 @@
 
 Going in, each LangChain message becomes a framework-free :class:`~ctxmgmt.Message`. Coming
 back, verbatim blocks of a :class:`~ctxmgmt.Context` are mapped to the *original* LangChain
-objects by turn provenance (:func:`ctxmgmt.selection.pick_originals`, shared with the
+objects by turn provenance (:func:`ctxmgmt.session.selection.pick_originals`, shared with the
 LlamaIndex adapter), so the model receives exactly what is in the history (ids,
 ``additional_kwargs``, ``response_metadata``, image/audio/file blocks included). Only text
 blocks (summaries, entity lists) produce new LangChain messages (:func:`from_ctxmgmt`): framed
 memory messages in the strategy's ``memory_role``, a ``HumanMessage`` by default
-(:func:`ctxmgmt.types.memory_message`), never a system message unless asked for.
+(:func:`ctxmgmt.messages.types.memory_message`), never a system message unless asked for.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from langchain_core.messages import (
 )
 
 from ctxmgmt import InvalidMessageError, Message
-from ctxmgmt.conversation import Codec
-from ctxmgmt.timestamps import timestamp_text
-from ctxmgmt.tool_args import args_snapshot
-from ctxmgmt.types import EMPTY_MESSAGE_TEXT, block_text
+from ctxmgmt.messages.timestamps import timestamp_text
+from ctxmgmt.messages.tool_args import args_snapshot
+from ctxmgmt.messages.types import EMPTY_MESSAGE_TEXT, block_text
+from ctxmgmt.session.conversation import Codec
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),
@@ -74,7 +74,7 @@ _MEDIA_BLOCKS: dict[str, str] = {
     "document": "file",  # Anthropic
     "text-plain": "file",  # LangChain PlainTextContentBlock: a text document, not message text
 }
-"""Non-text content-block types -> ctxmgmt media kind (see :data:`ctxmgmt.types.MEDIA_KINDS`).
+"""Non-text content-block types -> ctxmgmt media kind (see :data:`ctxmgmt.messages.types.MEDIA_KINDS`).
 
 Such blocks stay in the original message, which is what the model receives; the core only
 records their kinds (for token estimates) and scores the message by its text blocks."""
@@ -98,7 +98,7 @@ def content_parts(message: BaseMessage) -> tuple[str, tuple[str, ...]]:
     listed by kind, in order; an AI message's tool-call and reasoning blocks are skipped. Any
     other block (a tool's ``json`` or ``search_result`` block, an unknown type, a non-dict, a
     tool-use block outside an AI message) is carried as its JSON on a line of its own
-    (:func:`ctxmgmt.types.block_text`, bounded), so an unfamiliar block never stops a
+    (:func:`ctxmgmt.messages.types.block_text`, bounded), so an unfamiliar block never stops a
     conversation.
 
     Raises:
@@ -209,7 +209,7 @@ def _timestamp_of(message: BaseMessage) -> str | None:
     """The time ``additional_kwargs["timestamp"]`` gives, as the core keeps it (None: undated).
 
     Accepts an ISO 8601 string, a written date such as ``"1:56 pm on 8 May, 2023"``, a
-    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.timestamps.timestamp_text`);
+    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.messages.timestamps.timestamp_text`);
     anything else is read as no time, with one logged warning per kind of value.
     """
     return timestamp_text((message.additional_kwargs or {}).get("timestamp"))
@@ -253,7 +253,7 @@ def snapshot(message: BaseMessage) -> Any:
     Its class (the role), its content (text parts as they are, media parts by kind, other
     blocks by value), ``name``, an AI message's tool calls, a tool result's ``tool_call_id`` and
     ``additional_kwargs["timestamp"]``: an in-place edit of any of them is converted again.
-    Blocks and tool-call arguments are read through :func:`ctxmgmt.tool_args.args_snapshot`
+    Blocks and tool-call arguments are read through :func:`ctxmgmt.messages.tool_args.args_snapshot`
     (bounded, iterative), so deep or huge arguments cost little on every call.
     """
     content: Any = message.content

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from ctxmgmt.adapter import INTERNAL_CALL_SOURCE, Complete, completion
+from ctxmgmt.adapter.kit import INTERNAL_CALL_SOURCE, Complete, completion
 from langchain_ctxmgmt._convert import content_text
 
 try:  # recent LangChain marks middleware-internal calls with a process-local token

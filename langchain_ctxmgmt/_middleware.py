@@ -1,9 +1,9 @@
 """The ``create_agent`` middleware base: an ``AgentMiddleware`` over any ctxmgmt Strategy.
 
 Each middleware is a declaration, ``class X(StrategyMiddleware, strategy=S)``: its keyword
-arguments come from the strategy's config (:mod:`ctxmgmt.adapter`) and
+arguments come from the strategy's config (:mod:`ctxmgmt.adapter.kit`) and
 :class:`~langchain_ctxmgmt._configured.ThreadSelection`. Each model call makes one
-call into the thread's :class:`ctxmgmt.conversation.Conversation`; messages cross with the
+call into the thread's :class:`ctxmgmt.session.conversation.Conversation`; messages cross with the
 LangChain codec (:data:`langchain_ctxmgmt._convert.CODEC`).
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ctxmgmt.context import Context
-from ctxmgmt.conversation import Selection
-from ctxmgmt.offload import run_blocking_for
+from ctxmgmt.adapter.offload import run_blocking_for
+from ctxmgmt.messages.context import Context
+from ctxmgmt.session.conversation import Selection
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
 
@@ -41,7 +41,7 @@ class StrategyMiddleware(ThreadSelection, AgentMiddleware):
     strategy's parameters and components (listed below).
 
     Conversations: each LangGraph thread (the run's ``thread_id``) has its own
-    :class:`ctxmgmt.conversation.Conversation` (strategy, converted history, lock); a run
+    :class:`ctxmgmt.session.conversation.Conversation` (strategy, converted history, lock); a run
     without a ``thread_id`` (no checkpointer) uses the conversation ``"default"``. The
     middleware itself holds configuration only, so one instance serves many threads at once.
 
@@ -85,7 +85,7 @@ class StrategyMiddleware(ThreadSelection, AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse | AIMessage:
-        """Async :meth:`wrap_model_call`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
+        """Async :meth:`wrap_model_call`: selects on a pooled thread (:mod:`ctxmgmt.adapter.offload`)."""
         stored = self.store is not None or getattr(request.runtime, "store", None) is not None
         selection = await run_blocking_for(stored)(self._select, request)
         return _with_receipt(await handler(request.override(messages=selection.messages)), selection.context)  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 ``KadaneDialSelector()`` is what ``trim_messages(...)`` is, with a method behind it: put it in
 a chain (``selector | model``), give it to ``create_react_agent(pre_model_hook=...)``, or add it
 to your own ``StateGraph`` as a node. Each call makes one call into the thread's
-:class:`ctxmgmt.conversation.Conversation` (the thread is the run's ``thread_id``).
+:class:`ctxmgmt.session.conversation.Conversation` (the thread is the run's ``thread_id``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from ctxmgmt import InvalidMessageError
-from ctxmgmt.offload import run_blocking_for
+from ctxmgmt.adapter.offload import run_blocking_for
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
 LLM_INPUT_KEY = "llm_input_messages"
@@ -51,7 +51,7 @@ class StrategySelector(ThreadSelection, Runnable[Any, Any]):  # type: ignore[mis
     state's messages, where it is counted and always kept first).
 
     Conversations: each LangGraph thread (``config["configurable"]["thread_id"]``) has its own
-    :class:`ctxmgmt.conversation.Conversation`; a call without a ``thread_id`` uses
+    :class:`ctxmgmt.session.conversation.Conversation`; a call without a ``thread_id`` uses
     ``"default"``. ``invoke`` and ``ainvoke`` both work; ``ainvoke`` selects on a pooled thread.
     """
 
@@ -67,7 +67,7 @@ class StrategySelector(ThreadSelection, Runnable[Any, Any]):  # type: ignore[mis
         return self._call_with_config(self._select_input, input, config, run_type="prompt")
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Async :meth:`invoke`: selects on a pooled thread (:mod:`ctxmgmt.offload`)."""
+        """Async :meth:`invoke`: selects on a pooled thread (:mod:`ctxmgmt.adapter.offload`)."""
         return await self._acall_with_config(self._aselect_input, input, config, run_type="prompt")
 
     async def _aselect_input(self, input: Any, run_manager: Any, config: RunnableConfig) -> Any:

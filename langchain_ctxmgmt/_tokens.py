@@ -23,7 +23,7 @@ from ctxmgmt.components.tokens import (
     check_token_counter,
     default_token_counter,
 )
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 
 _COUNTING_METHODS = ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
 

@@ -4,7 +4,7 @@
 next of the ``messages`` it was given), usable as ``create_agent``'s model, that keeps every
 message list it is sent; :class:`RecordingListChatModel` is ``FakeListChatModel`` keeping
 every prompt, for the models the memories call themselves. The prompt -> text fakes and the embedders are in
-:mod:`ctxmgmt.testing`.
+:mod:`ctxmgmt.app.testing`.
 
 Example::
 

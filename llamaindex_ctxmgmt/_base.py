@@ -2,8 +2,8 @@
 
 The raw history lives in any LlamaIndex chat store (lossless); each memory is a declaration,
 ``class X(StrategyMemory, strategy=S)``, whose fields come from the strategy's config
-(:mod:`ctxmgmt.adapter`). Each LlamaIndex call makes one call into the ``chat_store_key``'s
-:class:`ctxmgmt.conversation.Conversation`; messages cross with the LlamaIndex codec
+(:mod:`ctxmgmt.adapter.kit`). Each LlamaIndex call makes one call into the ``chat_store_key``'s
+:class:`ctxmgmt.session.conversation.Conversation`; messages cross with the LlamaIndex codec
 (:data:`llamaindex_ctxmgmt._convert.CODEC`). The ``Memory`` block base is in
 :mod:`llamaindex_ctxmgmt._block`.
 """
@@ -27,7 +27,7 @@ from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
-from ctxmgmt.adapter import (
+from ctxmgmt.adapter.kit import (
     CUSTOM_COMPONENTS_KEY,
     AdapterField,
     JsonString,
@@ -39,12 +39,12 @@ from ctxmgmt.adapter import (
     restoring,
     signature_with,
 )
-from ctxmgmt.budget import check_budget
+from ctxmgmt.adapter.offload import run_blocking_for
+from ctxmgmt.components.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Context
-from ctxmgmt.conversation import Conversation, ConversationPool
-from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
-from ctxmgmt.offload import run_blocking_for
+from ctxmgmt.messages.context import Context
+from ctxmgmt.messages.exceptions import BudgetExceededError, ConfigurationError
+from ctxmgmt.session.conversation import Conversation, ConversationPool
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._chat_store import (
     ChatStoreHistory,
@@ -100,7 +100,7 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
             is derived in batches of 256 turns on the first :meth:`get` (cold start); None = silent.
 
     Each stored message is converted once per session (kept with it, see
-    :class:`ctxmgmt.converted.ConvertedHistory`) as long as the chat store returns the same
+    :class:`ctxmgmt.session.converted.ConvertedHistory`) as long as the chat store returns the same
     message objects (``SimpleChatStore`` does); a ``get`` then costs the selection, not a pass
     over the whole history.
     """
@@ -266,7 +266,7 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
         Components are passed again as ``kwargs`` (``embed_model=``, ``llm=``, ...). Those the
         memory was saved with (``"custom_components"``) must be: a missing one raises
         ``ConfigurationError`` naming it, except ``token_counter``/``tokenizer_fn``, whose
-        default only warns (:data:`ctxmgmt.adapter.DEFAULT_ACCEPTED`); ``name=None`` takes the
+        default only warns (:data:`ctxmgmt.adapter.kit.DEFAULT_ACCEPTED`); ``name=None`` takes the
         default on purpose. As in ``ChatMemoryBuffer.from_dict``, an old-style
         ``"chat_history"`` list becomes a ``SimpleChatStore`` under ``chat_store_key``.
         The derived state (embeddings, summaries) is rebuilt from the history on the next
@@ -274,7 +274,7 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
 
         Saved data holds parameters and history only: a store, components, a chat store other
         than a ``SimpleChatStore``'s messages or a ``memory_role`` of ``"system"`` are taken as
-        arguments, never from the data (:func:`ctxmgmt.adapter.plain_data`).
+        arguments, never from the data (:func:`ctxmgmt.adapter.kit.plain_data`).
 
         Raises:
             ConfigurationError: a custom component of the saved memory is not passed again, the
@@ -380,7 +380,10 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
     async def aget(
         self, input: QueryInput = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
-        """Async :meth:`get`: async store read, selection on a pooled thread (:mod:`ctxmgmt.offload`)."""
+        """Async :meth:`get`: async store read, selection on a pooled thread.
+
+        The pool: :mod:`ctxmgmt.adapter.offload`.
+        """
         originals = await self.aget_all()
         return await run_blocking_for(self.store is not None)(
             self._select, originals, input, initial_token_count

@@ -2,7 +2,7 @@
 
 A block keeps the messages ``llama_index.core.memory.Memory`` flushes out of its short-term
 queue (per ``Memory`` session) and, on each ``Memory.get()``, selects among them for the newest
-user message through that session's :class:`ctxmgmt.conversation.Conversation`. Each block is a
+user message through that session's :class:`ctxmgmt.session.conversation.Conversation`. Each block is a
 declaration, ``class XBlock(StrategyMemoryBlock, strategy=S, name=..., text_header=...)``.
 """
 
@@ -21,14 +21,14 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from ctxmgmt.adapter import AdapterField, SelectionRecord, budget_param, check_adapter
-from ctxmgmt.budget import check_budget
+from ctxmgmt.adapter.kit import AdapterField, SelectionRecord, budget_param, check_adapter
+from ctxmgmt.adapter.offload import run_blocking_for
+from ctxmgmt.components.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Context
-from ctxmgmt.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
-from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError, InvalidMessageError
-from ctxmgmt.framing import memory_region
-from ctxmgmt.offload import run_blocking_for
+from ctxmgmt.messages.context import Context
+from ctxmgmt.messages.exceptions import ConfigurationError, CtxMgmtError, InvalidMessageError
+from ctxmgmt.messages.framing import memory_region
+from ctxmgmt.session.conversation import DEFAULT_MAX_SESSIONS, Conversation, ConversationPool
 from ctxmgmt.store.base import StoreError
 from ctxmgmt.store.keys import compose_key
 from ctxmgmt.store.message_log import MessageLog
@@ -62,11 +62,11 @@ class StrategyMemoryBlock(Copies, SelectionRecord, BaseMemoryBlock[Any]):
         their results. ``Memory.insert_method`` does not apply to messages.
 
         Summaries and entity lists come first, as one framed memory message each, in the
-        strategy's ``memory_role`` (user by default; :mod:`ctxmgmt.framing`).
+        strategy's ``memory_role`` (user by default; :mod:`ctxmgmt.messages.framing`).
 
         ``"text"``: a ``speaker: text`` transcript of the selected turns (after ``text_header``),
         escaped so that no line can close ``Memory``'s tags, inside the memory tags whose
-        per-process marker no text can write (:data:`ctxmgmt.framing.MEMORY_TAG`). ``Memory``
+        per-process marker no text can write (:data:`ctxmgmt.messages.framing.MEMORY_TAG`). ``Memory``
         renders it inside ``<name>...</name>`` in its memory template, into the system message
         (``InsertMethod.SYSTEM``, Memory's default) or the latest user message
         (``InsertMethod.USER``). Use it for providers that reject old tool messages or require
@@ -91,7 +91,7 @@ class StrategyMemoryBlock(Copies, SelectionRecord, BaseMemoryBlock[Any]):
     Media: messages with images, audio, video or documents are kept whole and returned as they
     were flushed, so the LLM receives the media of a selected turn; selection scores their text
     (an image-only message through the rest of its turn) and budgets count each media block
-    with the token counter's estimate (:data:`ctxmgmt.budget.MEDIA_TOKENS`).
+    with the token counter's estimate (:data:`ctxmgmt.components.budget.MEDIA_TOKENS`).
 
     Unusable messages: ``Memory`` flushes from inside ``put``/``get``, so ``aput`` never raises
     on a message's content. A message the block cannot use (e.g. a user message with no text

@@ -13,7 +13,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.store.base import StoreError
 from llamaindex_ctxmgmt._convert import to_message, to_messages
 
@@ -187,7 +187,7 @@ class DBChatStoreBridge(BaseChatStore):
     def __reduce__(self) -> tuple[Any, ...]:
         """A copy opens the same database (its fields: URI, table, schema) with an engine of its own.
 
-        A deep copy of a memory shares the bridge instead (:mod:`ctxmgmt.copying`). Never
+        A deep copy of a memory shares the bridge instead (:mod:`ctxmgmt.adapter.copying`). Never
         ``BaseComponent.__getstate__``: it deletes the fields it cannot pickle from the original.
         """
         fields = {name: getattr(self.db, name) for name in getattr(type(self.db), "model_fields", {})}

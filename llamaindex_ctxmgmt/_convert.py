@@ -2,9 +2,10 @@
 
 Only text goes to the core, plus the kinds of the media blocks (images, audio, video,
 documents: for token estimates; never their bytes). The way back never rebuilds a
-``ChatMessage``: the core selects *turns*, and :func:`ctxmgmt.selection.pick_originals` maps them back to the
-caller's own ``ChatMessage`` objects, so the LLM receives exactly what was stored (tool-call
-blocks, thinking blocks, media blocks, provider-specific ``additional_kwargs`` included).
+``ChatMessage``: the core selects *turns*, and
+:func:`ctxmgmt.session.selection.pick_originals` maps them back to the caller's own
+``ChatMessage`` objects, so the LLM receives exactly what was stored (tool-call blocks,
+thinking blocks, media blocks, provider-specific ``additional_kwargs`` included).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.schema import QueryBundle
 
-from ctxmgmt.context import Block, Context
-from ctxmgmt.conversation import Codec
-from ctxmgmt.exceptions import InvalidMessageError
-from ctxmgmt.framing import escape_data
-from ctxmgmt.timestamps import timestamp_text
-from ctxmgmt.tool_args import args_snapshot, bound_call, is_cut
-from ctxmgmt.types import EMPTY_MESSAGE_TEXT, Message, block_text, clean_text
+from ctxmgmt.messages.context import Block, Context
+from ctxmgmt.messages.exceptions import InvalidMessageError
+from ctxmgmt.messages.framing import escape_data
+from ctxmgmt.messages.timestamps import timestamp_text
+from ctxmgmt.messages.tool_args import args_snapshot, bound_call, is_cut
+from ctxmgmt.messages.types import EMPTY_MESSAGE_TEXT, Message, block_text, clean_text
+from ctxmgmt.session.conversation import Codec
 
 ROLE_MAP: dict[str, str] = {
     MessageRole.SYSTEM.value: "system",
@@ -99,7 +100,7 @@ def _block_parts(block: Any, role: str, media: list[str]) -> str | None:
 
     Media blocks add their kind to ``media``. A block of any other kind (a tool's JSON or
     search-result block, a block type this version does not know) is carried as its JSON
-    (:func:`ctxmgmt.types.block_text`, bounded), so an unfamiliar block never stops a
+    (:func:`ctxmgmt.messages.types.block_text`, bounded), so an unfamiliar block never stops a
     conversation.
     """
     if isinstance(block, TextBlock):
@@ -146,7 +147,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _call(call_id: Any, name: Any, args: Any) -> dict[str, Any]:
-    """A plain call dict with bounded arguments (:func:`ctxmgmt.tool_args.bound_call`).
+    """A plain call dict with bounded arguments (:func:`ctxmgmt.messages.tool_args.bound_call`).
 
     Arguments are made JSON-writable only once they are known to be small and shallow, so deep
     or huge arguments are never serialised in full (nor recursed into).
@@ -186,7 +187,7 @@ def to_message(message: ChatMessage, *, allow_empty: bool = False) -> Message:
     newlines; thinking blocks and cache points are ignored. ``ImageBlock``, ``AudioBlock``,
     ``VideoBlock`` and ``DocumentBlock`` (also inside a ``CitableBlock``) are recorded by kind in
     ``Message.media``; a message whose content is only media is valid (empty text). Any other
-    block is carried as its JSON text (:func:`ctxmgmt.types.block_text`).
+    block is carried as its JSON text (:func:`ctxmgmt.messages.types.block_text`).
 
     Raises:
         InvalidMessageError: not a ``ChatMessage``, unknown role, or no text and no media
@@ -232,7 +233,7 @@ def _timestamp_of(message: ChatMessage) -> str | None:
     """The time ``additional_kwargs["timestamp"]`` gives, as the core keeps it (None: undated).
 
     Accepts an ISO 8601 string, a written date such as ``"1:56 pm on 8 May, 2023"``, a
-    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.timestamps.timestamp_text`);
+    ``datetime``/``date`` or epoch seconds (:func:`ctxmgmt.messages.timestamps.timestamp_text`);
     anything else is read as no time, with one logged warning per kind of value.
     """
     return timestamp_text((message.additional_kwargs or {}).get("timestamp"))
@@ -255,7 +256,7 @@ def text_of(value: QueryInput) -> str | None:
 
     A string as is; a ``ChatMessage``: its text blocks joined by newlines; a ``QueryBundle``:
     its ``query_str`` (the user's question, not the custom embedding strings); None: None.
-    The text is cleaned like message text (:func:`ctxmgmt.types.clean_text`).
+    The text is cleaned like message text (:func:`ctxmgmt.messages.types.clean_text`).
 
     Raises:
         InvalidMessageError: any other type (or a ``QueryBundle`` whose ``query_str`` is not a str).
@@ -297,7 +298,7 @@ def memory_message(message: Message) -> ChatMessage:
     """A framed memory message the core built (a summary or entity block) as a ``ChatMessage``.
 
     Its role is the block's ``memory_role`` (default user); its text opens with a line saying it
-    is a record of earlier conversation, not instructions (:func:`ctxmgmt.framing.memory_message`).
+    is a record of earlier conversation, not instructions (:func:`ctxmgmt.messages.framing.memory_message`).
     """
     return ChatMessage(role=_MEMORY_ROLES[message.role], content=message.text)
 
@@ -307,7 +308,7 @@ def render_context(context: Context, *, include_current: bool = False, names: Se
 
     Blocks are separated by a blank line; the system block is left out, and so is the turn
     in progress unless ``include_current``. The transcript is user text: it is escaped
-    (:func:`ctxmgmt.framing.escape_data`) so that no line can close a ``<memory>`` tag or the
+    (:func:`ctxmgmt.messages.framing.escape_data`) so that no line can close a ``<memory>`` tag or the
     tags ``names`` (a memory block's own tag in ``Memory``'s template).
     """
     parts: list[str] = []

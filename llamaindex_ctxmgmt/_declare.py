@@ -10,10 +10,10 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import BaseModel, Field
 from llama_index.core.storage.chat_store import SimpleChatStore
 
-from ctxmgmt.adapter import AdapterField, add_fields, strategy_of
+from ctxmgmt.adapter.copying import deep_copy
+from ctxmgmt.adapter.kit import AdapterField, add_fields, strategy_of
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.conversation import Codec, ConversationPool
-from ctxmgmt.copying import deep_copy
+from ctxmgmt.session.conversation import Codec, ConversationPool
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._llm import complete_with
 from llamaindex_ctxmgmt._store import as_state_store
@@ -51,7 +51,7 @@ def conversation_pool(
 
 
 class Copies:
-    """Mixin of the LlamaIndex memories and blocks: copies and pickles (:mod:`ctxmgmt.copying`).
+    """Mixin of the LlamaIndex memories and blocks: copies and pickles (:mod:`ctxmgmt.adapter.copying`).
 
     A copy (``copy.deepcopy``, ``model_copy(deep=True)``, ``pickle``) carries the fields, the
     history the object keeps (a ``SimpleChatStore``, a block's flushed messages) and its live

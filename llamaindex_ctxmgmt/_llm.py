@@ -17,7 +17,7 @@ from typing import Any
 
 from llama_index.core.llms.llm import LLM
 
-from ctxmgmt.adapter import Complete, completion
+from ctxmgmt.adapter.kit import Complete, completion
 
 
 def _complete(llm: LLM, prompt: str) -> str:

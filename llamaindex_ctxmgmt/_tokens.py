@@ -18,7 +18,7 @@ from ctxmgmt.components.tokens import (
     check_token_counter,
     default_token_counter,
 )
-from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
+from ctxmgmt.messages.exceptions import BudgetExceededError, ConfigurationError
 
 
 def as_counter(obj: Any) -> TokenCounter:

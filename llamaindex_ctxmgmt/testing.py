@@ -6,7 +6,7 @@
 - :class:`PromptRecordingLLM`: LlamaIndex's ``MockLLM`` whose ``complete`` (what the memories'
   summariser and decider call) keeps every prompt and gives one answer.
 
-The prompt -> text fakes and the embedders are in :mod:`ctxmgmt.testing`.
+The prompt -> text fakes and the embedders are in :mod:`ctxmgmt.app.testing`.
 
 Example::
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 
 MODEL_FIXTURES = frozenset({"default_embedder", "spacy_extractor", "onnx_embedder"})
 """Fixtures that load real weights: a test that uses one is a ``model`` test."""
@@ -110,7 +110,7 @@ def pg_dsn(postgres_dsn):
 def untimed_derivation(monkeypatch):
     """Conversations derive every new turn in each call (no ``INDEX_SECONDS`` limit), so what a
     test sees never depends on how fast the machine is; the time limit has its own tests, which
-    set ``index_seconds`` and a fake clock (``tests/unit/test_conversation.py``)."""
-    import ctxmgmt.conversation
+    set ``index_seconds`` and a fake clock (``tests/unit/session/test_conversation.py``)."""
+    import ctxmgmt.session.conversation
 
-    monkeypatch.setattr(ctxmgmt.conversation, "INDEX_SECONDS", None)
+    monkeypatch.setattr(ctxmgmt.session.conversation, "INDEX_SECONDS", None)

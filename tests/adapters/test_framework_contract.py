@@ -61,7 +61,7 @@ from pydantic import Field
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt.components.decider import EmbeddedDecider
-from ctxmgmt.exceptions import InvalidMessageError
+from ctxmgmt.messages.exceptions import InvalidMessageError
 from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, sent_tokens, words
@@ -92,7 +92,7 @@ def fast_components(cls: type, embedder: Any) -> dict[str, Any]:
 
 def is_memory_message(text: Any, role: str) -> bool:
     """A message the memory wrote (summary, thread state, entity tier): a framed memory message
-    (:func:`ctxmgmt.framing.memory_message`) in the default user role, never a system message."""
+    (:func:`ctxmgmt.messages.framing.memory_message`) in the default user role, never a system message."""
     return role in ("user", "human") and memory_body(text) is not None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 
-from ctxmgmt.converted import ConvertedHistory
+from ctxmgmt.session.converted import ConvertedHistory
 from langchain_ctxmgmt._convert import CODEC as LC
 from llamaindex_ctxmgmt._convert import CODEC as LI
 

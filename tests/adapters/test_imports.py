@@ -82,11 +82,11 @@ TESTING = """
 
 
 def test_testing_doubles_all():
-    import ctxmgmt.testing
+    import ctxmgmt.app.testing
     import langchain_ctxmgmt.testing
     import llamaindex_ctxmgmt.testing
 
-    assert sorted(ctxmgmt.testing.__all__) == sorted(TESTING)
-    assert all(hasattr(ctxmgmt.testing, name) for name in TESTING)
+    assert sorted(ctxmgmt.app.testing.__all__) == sorted(TESTING)
+    assert all(hasattr(ctxmgmt.app.testing, name) for name in TESTING)
     assert langchain_ctxmgmt.testing.__all__ == ["RecordingChatModel", "RecordingListChatModel"]
     assert llamaindex_ctxmgmt.testing.__all__ == ["PromptRecordingLLM", "RecordingFunctionLLM"]

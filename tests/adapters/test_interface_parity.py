@@ -20,7 +20,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 
 import llamaindex_ctxmgmt as li
 from ctxmgmt.components.decider import EmbeddedDecider
-from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError
+from ctxmgmt.messages.exceptions import BudgetExceededError, ConfigurationError
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, fill
 from tests.adapters.test_llamaindex_contract import (

@@ -16,7 +16,7 @@ from langchain_classic.base_memory import BaseMemory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from ctxmgmt import BudgetExceededError, ConfigurationError, Context, InvalidMessageError, Strategy
-from ctxmgmt.kadane import THETA
+from ctxmgmt.scoring.kadane import THETA
 from ctxmgmt.strategies.kadanedial import (
     COMMON_SHARE,
     KEEP_LAST,
@@ -172,7 +172,7 @@ class LangChainMemoryContract:
     # -- both output forms -------------------------------------------------------------------
     def test_return_messages_and_string_agree(self, memory):
         """The string form renders the message form; what a memory adds (summaries, thread
-        states, tiers) is a framed memory HumanMessage (ctxmgmt.framing), rendered as ``User:``."""
+        states, tiers) is a framed memory HumanMessage (ctxmgmt.messages.framing), rendered as ``User:``."""
         as_messages = memory(return_messages=True)
         as_string = memory(return_messages=False, human_prefix="User", ai_prefix="Bot")
         fill(as_messages)

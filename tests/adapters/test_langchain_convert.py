@@ -20,8 +20,8 @@ from langchain_core.messages import (
 )
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
-from ctxmgmt.framing import frame_memory
-from ctxmgmt.selection import select_originals
+from ctxmgmt.messages.framing import frame_memory
+from ctxmgmt.session.selection import select_originals
 from langchain_ctxmgmt._convert import (
     content_text,
     from_ctxmgmt,
@@ -112,7 +112,7 @@ def test_media_only_message_is_valid_and_counted():
 
 
 def test_media_blocks_count_with_a_configurable_estimate():
-    from ctxmgmt.budget import IMAGE_TOKENS, message_tokens
+    from ctxmgmt.components.budget import IMAGE_TOKENS, message_tokens
     from ctxmgmt.components.tokens import CachedTokenCounter, CallableTokenCounter
 
     words = CallableTokenCounter(lambda text: len(text.split()))
@@ -172,7 +172,7 @@ def test_unknown_blocks_are_carried_as_json_text(block):
 
 
 def test_unknown_block_text_is_bounded_and_never_raises():
-    from ctxmgmt.types import MAX_BLOCK_CHARS
+    from ctxmgmt.messages.types import MAX_BLOCK_CHARS
 
     deep: dict = {}
     node = deep
@@ -324,7 +324,7 @@ def test_select_originals_renders_text_blocks():
         query="q", blocks=[Block("summary", turns=(0, 1), text="Earlier: the user owns a cat.")]
     )
     (message,) = select_originals(context, [], [], _memory_messages)
-    # a framed user-role memory message, never a system message by default (ctxmgmt.framing)
+    # a framed user-role memory message, never a system message by default (ctxmgmt.messages.framing)
     assert isinstance(message, HumanMessage) and message.content == frame_memory(
         "Earlier: the user owns a cat."
     )

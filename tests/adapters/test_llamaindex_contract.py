@@ -19,8 +19,8 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from pydantic_core import PydanticSerializationError
 
-from ctxmgmt.budget import messages_tokens
-from ctxmgmt.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
+from ctxmgmt.components.budget import messages_tokens
+from ctxmgmt.messages.exceptions import BudgetExceededError, ConfigurationError, InvalidMessageError
 from llamaindex_ctxmgmt import KadaneDialMemory
 from llamaindex_ctxmgmt._convert import to_messages
 from tests.helpers import is_li_memory

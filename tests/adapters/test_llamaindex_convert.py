@@ -25,8 +25,8 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import QueryBundle
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
-from ctxmgmt.framing import frame_memory
-from ctxmgmt.selection import select_originals
+from ctxmgmt.messages.framing import frame_memory
+from ctxmgmt.session.selection import select_originals
 from llamaindex_ctxmgmt._convert import (
     CODEC,
     ROLE_MAP,
@@ -155,7 +155,7 @@ def test_unknown_blocks_are_carried_as_json_text():
 
 
 def test_media_tokens_follow_the_counter(hashing_embedder):
-    from ctxmgmt.budget import IMAGE_TOKENS, message_tokens
+    from ctxmgmt.components.budget import IMAGE_TOKENS, message_tokens
     from ctxmgmt.components.tokens import CallableTokenCounter
 
     words = CallableTokenCounter(lambda text: len(text.split()))
@@ -321,7 +321,7 @@ def test_select_originals_text_blocks_become_framed_user_messages():
     )
     selected = select_originals(context, converted, history, CODEC.text_block)
     assert selected[0] is history[0]
-    assert selected[1].role == MessageRole.USER  # never system by default (ctxmgmt.framing)
+    assert selected[1].role == MessageRole.USER  # never system by default (ctxmgmt.messages.framing)
     assert selected[1].content == frame_memory("The user has a cat named Miso.")
     assistant = Block("summary", text="The user has a cat named Miso.", role="assistant")
     assert CODEC.text_block(assistant)[0].role == MessageRole.ASSISTANT

@@ -14,9 +14,9 @@ import pytest
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt import ConfigurationError
-from ctxmgmt.adapter import budget_param
-from ctxmgmt.params import Param
-from ctxmgmt.registry import MEMORIES
+from ctxmgmt.adapter.kit import budget_param
+from ctxmgmt.strategies.params import Param
+from ctxmgmt.strategies.registry import MEMORIES
 
 ADAPTERS = [
     getattr(module, name)

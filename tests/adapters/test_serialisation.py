@@ -21,10 +21,10 @@ from llama_index.core.base.llms.types import ChatMessage
 
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
-from ctxmgmt.adapter import CUSTOM_COMPONENTS_KEY
+from ctxmgmt.adapter.kit import CUSTOM_COMPONENTS_KEY
 from ctxmgmt.components.decider import EmbeddedDecider, LLMDecider
 from ctxmgmt.components.summarizer import LLMSummarizer
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, fill

@@ -15,10 +15,10 @@ from typing import Any
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt import Context, Strategy, StrategyConfig, registry
-from ctxmgmt.bench.data import Dialogue, Question
-from ctxmgmt.bench.runner import run_all
-from ctxmgmt.params import param
-from ctxmgmt.types import Message, Turn
+from ctxmgmt.app.bench.data import Dialogue, Question
+from ctxmgmt.app.bench.runner import run_all
+from ctxmgmt.messages.types import Message, Turn
+from ctxmgmt.strategies.params import param
 from tests.adapters.test_framework_contract import (
     LangChainClassicContract,
     LangChainMiddlewareContract,

@@ -31,7 +31,7 @@ class TestLangChainSWinSummaryBuffer(LangChainMemoryContract):
         m = memory(return_messages=True)
         fill(m)  # 8 turns: window 0-5 summarised, turns 4-7 open
         history = m.load_memory_variables({"input": CAT_QUERY})["history"]
-        # the summary: a framed user-role memory message, never a system message (ctxmgmt.framing)
+        # the summary: a framed user-role memory message, never a system message (ctxmgmt.messages.framing)
         assert is_lc_memory(history[0]) and "Summary" in memory_body(history[0].content)
         assert not any(isinstance(x, SystemMessage) for x in history)
         assert [x.content for x in history[1:]] == [t for pair in TURNS[4:] for t in pair]

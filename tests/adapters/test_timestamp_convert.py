@@ -9,8 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
 
-from ctxmgmt import timestamps
-from ctxmgmt.types import group_turns
+from ctxmgmt.messages import timestamps
+from ctxmgmt.messages.types import group_turns
 from langchain_ctxmgmt._convert import to_ctxmgmt
 from llamaindex_ctxmgmt._convert import to_message
 
@@ -53,7 +53,7 @@ def test_timestamp_travels_with_the_message(make, convert, stamp, kept):
 @pytest.mark.parametrize(("make", "convert"), CONVERTERS)
 def test_no_or_unreadable_timestamp_is_undated_never_an_error(make, convert, caplog):
     assert convert(make("hi", None)).timestamp is None
-    with caplog.at_level(logging.WARNING, logger="ctxmgmt.timestamps"):
+    with caplog.at_level(logging.WARNING, logger="ctxmgmt.messages.timestamps"):
         assert convert(make("hi", "whenever")).timestamp is None
         assert convert(make("hi", "at some point")).timestamp is None
         assert convert(make("hi", ["2023"])).timestamp is None

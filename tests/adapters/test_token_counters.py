@@ -10,11 +10,11 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel, G
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from ctxmgmt.budget import message_tokens
+from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.components.tokens import TiktokenCounter, as_token_counter, default_token_counter
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
+from ctxmgmt.messages.types import Message, group_turns
 from ctxmgmt.strategies.swin import SWinStrategy
-from ctxmgmt.types import Message, group_turns
 from langchain_ctxmgmt._tokens import as_counter as langchain_counter
 from llamaindex_ctxmgmt._tokens import as_counter as llamaindex_counter
 

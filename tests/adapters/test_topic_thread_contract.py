@@ -89,7 +89,7 @@ def test_packages_export_the_topic_thread_classes():
     import ctxmgmt
     import langchain_ctxmgmt
     import llamaindex_ctxmgmt
-    from ctxmgmt.registry import MEMORIES
+    from ctxmgmt.strategies.registry import MEMORIES
 
     assert langchain_ctxmgmt.TopicThreadMemory is LCTopicThreadMemory
     assert "TopicThreadMiddleware" in langchain_ctxmgmt.__all__

@@ -42,7 +42,7 @@ from llama_index.core.memory import Memory
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt import CtxMgmtError
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.fuzz.cases import POOL_SIZE, USABLE, Pools, pools, with_huge_text
 

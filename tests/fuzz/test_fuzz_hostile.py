@@ -2,7 +2,7 @@
 
 - Tags hidden by invisible characters, combining marks, look-alike brackets, padding and
   punctuation: no escaped text ever holds a ``memory``/``conversation`` tag as
-  ``tests/unit/test_prompt_safety.py``'s skeleton reads them.
+  ``tests/unit/messages/test_prompt_safety.py``'s skeleton reads them.
 - Speaker names that read as roles: no rendered line starts with a role other than its own.
 - Unknown content blocks: both converters carry them as bounded text, never raise.
 - Entity answers built of spaces, pipes and bullets up to the answer cap: parsed (linear).
@@ -24,15 +24,15 @@ from llama_index.core.base.llms.types import ChatMessage
 from ctxmgmt import Message, Turn
 from ctxmgmt.components.entities import parse_entities
 from ctxmgmt.components.summarizer import ExtractiveSummarizer
-from ctxmgmt.framing import ROLE_WORDS, escape_data
+from ctxmgmt.messages.framing import ROLE_WORDS, escape_data
+from ctxmgmt.messages.types import MAX_BLOCK_CHARS
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
 from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
-from ctxmgmt.types import MAX_BLOCK_CHARS
 from langchain_ctxmgmt._convert import to_ctxmgmt
 from llamaindex_ctxmgmt._convert import to_message
 from tests.conftest import HashingEmbedder
 from tests.fuzz.cases import json_values
-from tests.unit.test_prompt_safety import tag_counts
+from tests.unit.messages.test_prompt_safety import tag_counts
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import langchain_ctxmgmt as lc
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 
 CASES = int(os.environ.get("CTXMGMT_STORE_FUZZ_CASES", "150"))

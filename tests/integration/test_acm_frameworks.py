@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
 from ctxmgmt import ConfigurationError
-from ctxmgmt.budget import message_tokens
+from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.components.tokens import default_token_counter
 from ctxmgmt.strategies.acm import ENTITY_HEADER, SUMMARY_HEADER
 from langchain_ctxmgmt._convert import to_ctxmgmt
@@ -54,7 +54,7 @@ def histories(times: int) -> list[BaseMessage]:
 
 
 def test_agent_model_receives_the_tiers_within_the_budget():
-    # 250 tokens: the band (25%) holds a tier as a framed memory message (ctxmgmt.framing)
+    # 250 tokens: the band (25%) holds a tier as a framed memory message (ctxmgmt.messages.framing)
     middleware = ACMTieredMiddleware(max_tokens=250, entity_extractor=CapitalisedExtractor())
     # 16 turns, two of them tool-call turns; run_agent checks the system prompt, the question
     # last, whole turns in order, tool calls paired, the state keeping everything
@@ -92,7 +92,7 @@ def test_middleware_rejects_bad_parameters():
 
 def test_classic_memory_with_an_llm_summarizer():
     llm = FakeListChatModel(responses=[f"- Fact {k}." for k in range(100)])
-    # 320 tokens: room for a summary beside its framing (ctxmgmt.framing)
+    # 320 tokens: room for a summary beside its framing (ctxmgmt.messages.framing)
     memory = LCACMTieredBuffer(
         llm=llm, max_token_limit=320, return_messages=True, entity_extractor=CapitalisedExtractor()
     )

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from ctxmgmt.bench.baselines import LastKStrategy, TopKDenseStrategy, baselines
-from ctxmgmt.bench.data import Dialogue, Question
-from ctxmgmt.bench.runner import FULL_HISTORY, run_all
+from ctxmgmt.app.bench.baselines import LastKStrategy, TopKDenseStrategy, baselines
+from ctxmgmt.app.bench.data import Dialogue, Question
+from ctxmgmt.app.bench.runner import FULL_HISTORY, run_all
+from ctxmgmt.messages.types import Message, group_turns
 from ctxmgmt.strategies import KadaneDialStrategy
-from ctxmgmt.types import Message, group_turns
 
 TOPICS = ["sourdough starter flour", "kubernetes pod memory", "lisbon flight booking", "beagle vet limp"]
 
@@ -92,7 +92,7 @@ def test_summarising_frameworks_count_their_calls(name):
     ctx = s.select("what is the lisbon guesthouse confirmation code")
     kinds = [b.kind for b in ctx.blocks]
     assert "summary" in kinds
-    from ctxmgmt.bench.framework_baselines import FAKE_SUMMARY
+    from ctxmgmt.app.bench.framework_baselines import FAKE_SUMMARY
 
     assert FAKE_SUMMARY in ctx.text()
     assert ctx.turn_indices and ctx.turn_indices[-1] == 39  # newest turns verbatim
@@ -127,8 +127,8 @@ def test_bench_modules_do_not_import_frameworks():
 
     code = (
         "import sys\n"
-        "import ctxmgmt.bench.baselines, ctxmgmt.bench.framework_baselines\n"
-        "import ctxmgmt.bench.runner, ctxmgmt.cli\n"
+        "import ctxmgmt.app.bench.baselines, ctxmgmt.app.bench.framework_baselines\n"
+        "import ctxmgmt.app.bench.runner, ctxmgmt.app.cli\n"
         "loaded = [m for m in sys.modules if m.startswith(('langchain', 'llama_index'))]\n"
         "assert not loaded, loaded\n"
     )
@@ -137,8 +137,8 @@ def test_bench_modules_do_not_import_frameworks():
 
 def test_cli_bench_smoke(tmp_path, monkeypatch, hashing_embedder, capsys):
     import ctxmgmt.components.embedder as embedder_module
-    from ctxmgmt.cli import main
-    from ctxmgmt.registry import MEMORIES
+    from ctxmgmt.app.cli import main
+    from ctxmgmt.strategies.registry import MEMORIES
 
     monkeypatch.setattr(embedder_module, "default_embedder", lambda: hashing_embedder)
     dialogue = {
@@ -177,6 +177,6 @@ def test_cli_bench_smoke(tmp_path, monkeypatch, hashing_embedder, capsys):
 
 
 def test_cli_bench_missing_file(tmp_path, capsys):
-    from ctxmgmt.cli import main
+    from ctxmgmt.app.cli import main
 
     assert main(["bench", str(tmp_path / "nope.json"), "--no-progress"]) == 2

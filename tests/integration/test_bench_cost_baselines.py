@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ctxmgmt import KadaneDialStrategy, Message, Turn
-from ctxmgmt.bench.baselines import baselines
-from ctxmgmt.bench.cost import run_costs
-from ctxmgmt.bench.data import Dialogue
+from ctxmgmt.app.bench.baselines import baselines
+from ctxmgmt.app.bench.cost import run_costs
+from ctxmgmt.app.bench.data import Dialogue
 
 
 def test_every_baseline_replays_as_a_chat(hashing_embedder) -> None:

@@ -9,7 +9,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 
 from ctxmgmt import ConfigurationError
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 from llamaindex_ctxmgmt import (
     ACMTieredBlock,
     DiscourseTreeBlock,

@@ -24,8 +24,8 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.memory import Memory, StaticMemoryBlock
 from llama_index.core.storage.chat_store.sql import MessageStatus
 
+from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.store.message_log import MessageLog
-from ctxmgmt.testing import HashingEmbedder
 from llamaindex_ctxmgmt import KadaneDialBlock, TopicThreadBlock
 from tests.integration.test_llamaindex_engines import RecordingLLM
 

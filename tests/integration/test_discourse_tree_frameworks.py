@@ -54,7 +54,7 @@ def test_agent_model_receives_summaries_then_the_cat_thread(hashing_embedder):
     # the question last, whole turns in order, tool calls paired, the state keeping everything
     received, full, _ = run_agent(middleware, CAT_QUESTION)
 
-    # the summaries: a framed user-role memory message (ctxmgmt.framing), never a system message
+    # the summaries: a framed user-role memory message (ctxmgmt.messages.framing), never a system message
     summary = received[1]
     assert is_lc_memory(summary) and memory_body(summary.content).startswith("Summaries of the other topics")
     assert "Lisbon" in summary.content and "Miso" not in summary.content  # the cat topic is verbatim

@@ -17,13 +17,13 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-from ctxmgmt.framing import MEMORY_LEAD_IN, MEMORY_TAG
+from ctxmgmt.messages.framing import MEMORY_LEAD_IN, MEMORY_TAG
 from langchain_ctxmgmt import ACMTieredMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
 from llamaindex_ctxmgmt import ACMTieredBuffer, SWinSummaryBlock, SWinSummaryBuffer
 from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.integration.test_llamaindex_engines import WeatherLLM, ask_block
-from tests.unit.test_prompt_safety import CASES, IDS
+from tests.unit.messages.test_prompt_safety import CASES, IDS
 
 SYSTEM_PROMPT = "You are a careful assistant."
 GARBAGE = "{not json ...\x00"

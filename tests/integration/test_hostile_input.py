@@ -140,9 +140,9 @@ def test_thousands_of_messages_at_once_are_derived_over_several_calls(memory, ha
     """A thread sent 1,200 messages in one call: each call derives what fits in its time, the
     waiting turns are chosen from by the fast index (the newest and the relevant ones are sent);
     later calls go on until the backlog is gone."""
-    import ctxmgmt.conversation as conversation_module
+    import ctxmgmt.session.conversation as conversation_module
     import langchain_ctxmgmt
-    from ctxmgmt.backlog import RECENT_TURNS
+    from ctxmgmt.session.backlog import RECENT_TURNS
     from langchain_ctxmgmt.testing import RecordingChatModel
 
     now = [0.0]

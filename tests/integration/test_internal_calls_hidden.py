@@ -26,7 +26,7 @@ from llama_index.core.agent.workflow import AgentInput, AgentOutput, AgentStream
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from pydantic import Field
 
-from ctxmgmt.adapter import INTERNAL_CALL_SOURCE
+from ctxmgmt.adapter.kit import INTERNAL_CALL_SOURCE
 from langchain_ctxmgmt import DiscourseTreeMiddleware, SWinSummaryMiddleware
 from langchain_ctxmgmt._llm import complete_with, internal_call_config
 from langchain_ctxmgmt.testing import RecordingChatModel, RecordingListChatModel
@@ -85,7 +85,7 @@ def _assert_state_clean(agent: Any, config: dict[str, Any], full: list[BaseMessa
 
 def _assert_agent_saw_the_summary(model: AgentModel) -> None:
     (received,) = model.received  # the internal calls did their job: the summary reached the agent
-    # as a framed memory message (ctxmgmt.framing), never with system authority
+    # as a framed memory message (ctxmgmt.messages.framing), never with system authority
     assert any(isinstance(m, HumanMessage) and "INTERNAL SUMMARY" in str(m.content) for m in received)
     assert not any(isinstance(m, SystemMessage) and "INTERNAL SUMMARY" in str(m.content) for m in received)
 

@@ -34,7 +34,7 @@ from llama_index.core.storage.chat_store.sql import MessageStatus
 from llama_index.core.tools import FunctionTool
 
 from ctxmgmt import KadaneDialStrategy, TopicThreadStrategy
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from llamaindex_ctxmgmt import KadaneDialBlock, KadaneDialMemory, TopicThreadBlock
 from llamaindex_ctxmgmt._block import DEFAULT_BLOCK_TOKENS
 from llamaindex_ctxmgmt.testing import RecordingFunctionLLM

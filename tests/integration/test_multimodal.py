@@ -20,8 +20,8 @@ from llama_index.core.base.llms.types import ChatMessage, DocumentBlock, ImageBl
 from llama_index.core.memory import Memory
 
 import langchain_ctxmgmt as lc
-from ctxmgmt.budget import IMAGE_TOKENS
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.components.budget import IMAGE_TOKENS
 from langchain_ctxmgmt import (
     ACMTieredMiddleware,
     DiscourseTreeMiddleware,
@@ -240,7 +240,7 @@ BLOCKS = {
     "swin": lambda **kw: SWinSummaryBlock(**kw),
     "discourse_tree": lambda **kw: DiscourseTreeBlock(embed_model=HashingEmbedder(), **kw),
     # 2100 tokens: the recalled lighthouse turn (800 tokens with its image) fits beside the framed
-    # tiers (ctxmgmt.framing)
+    # tiers (ctxmgmt.messages.framing)
     "acm": lambda **kw: ACMTieredBlock(token_limit=2100, entity_extractor=CapitalisedExtractor(), **kw),
     "topic_thread": lambda **kw: TopicThreadBlock(embed_model=HashingEmbedder(), **kw),
 }

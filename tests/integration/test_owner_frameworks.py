@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 
-import ctxmgmt.conversation as conversation_module
-from ctxmgmt.testing import HashingEmbedder
+import ctxmgmt.session.conversation as conversation_module
+from ctxmgmt.app.testing import HashingEmbedder
 from llamaindex_ctxmgmt import (
     KadaneDialBlock,
     SWinSummaryBlock,
@@ -188,7 +188,7 @@ def test_a_forked_worker_answers_with_the_real_model_while_the_parent_derives(de
 
 EXIT_SCRIPT = """
 import sys, time
-import ctxmgmt.conversation as cm
+import ctxmgmt.session.conversation as cm
 from ctxmgmt.store import SQLiteStore
 from llama_index.core.base.llms.types import ChatMessage
 from llamaindex_ctxmgmt import {memory}

@@ -41,7 +41,10 @@ def test_wheel_contents(wheel: Path) -> None:
     for package in ("ctxmgmt", "langchain_ctxmgmt", "llamaindex_ctxmgmt"):
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names
-    assert "ctxmgmt/data/demo_conversation.json" in names
+    assert "ctxmgmt/app/data/demo_conversation.json" in names
+    assert "ctxmgmt/components/static_minilm/static_minilm.npz" in names
+    for part in ("messages", "scoring", "components", "strategies", "session", "store", "adapter", "app"):
+        assert f"ctxmgmt/{part}/__init__.py" in names
     assert not any(n.startswith(("shared/", "tests/")) for n in names)
 
 
@@ -54,11 +57,13 @@ def test_installed_wheel_imports_all_packages(wheel: Path, tmp_path: Path) -> No
     )
     code = (
         "import ctxmgmt, langchain_ctxmgmt, llamaindex_ctxmgmt\n"
-        "from ctxmgmt.data import load_demo\n"
+        "from ctxmgmt.app.data import load_demo\n"
         f"assert ctxmgmt.__file__.startswith({str(target)!r}), ctxmgmt.__file__\n"
         f"assert langchain_ctxmgmt.__file__.startswith({str(target)!r})\n"
         f"assert llamaindex_ctxmgmt.__file__.startswith({str(target)!r})\n"
         "assert load_demo().questions\n"
+        "from ctxmgmt.components.static_embedder import shipped_model_paths\n"
+        "assert all(path.is_file() for path in shipped_model_paths())\n"
         "print('ok')\n"
     )
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}

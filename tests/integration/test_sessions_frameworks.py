@@ -20,7 +20,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 from llama_index.core.storage.chat_store import SimpleChatStore
 
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 from langchain_ctxmgmt import KadaneDialMemory as LCKadaneDialMemory
 from langchain_ctxmgmt import KadaneDialMiddleware, SWinSummaryMiddleware, TopicThreadMiddleware
 from langchain_ctxmgmt.testing import RecordingListChatModel
@@ -293,7 +293,7 @@ def test_llamaindex_message_redacted_in_place_leaves_no_derived_trace(tmp_path, 
         for block in message.blocks:
             if "4417" in getattr(block, "text", ""):
                 block.text = "[redacted]"
-    with caplog.at_level("WARNING", logger="ctxmgmt.stored_state"):
+    with caplog.at_level("WARNING", logger="ctxmgmt.session.stored_state"):
         selected = memory.get(input="What do I bake on Sundays?")
     assert "history changed at turn" in caplog.text
     assert "4417" not in str(memory.strategy.to_state())

@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import MockLLM
 
-from ctxmgmt.layout import stable_prefix_tokens
+from ctxmgmt.session.layout import stable_prefix_tokens
 from langchain_ctxmgmt import KadaneDialMiddleware
 from langchain_ctxmgmt.testing import RecordingChatModel
 from llamaindex_ctxmgmt import KadaneDialMemory

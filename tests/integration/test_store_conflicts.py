@@ -24,9 +24,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 
+from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.store import SQLiteStore, StaleStateError, TurnEntry
 from ctxmgmt.store.postgres import PostgresStore
-from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import KadaneDialMemory, KadaneDialSelector
 from llamaindex_ctxmgmt import KadaneDialBlock, flush_early
 
@@ -167,10 +167,10 @@ def _worker(path: str, chat_path: str, worker: int) -> dict[str, Any]:
 
     Returns whether the conversation still uses the store at the end and what the log said.
     """
-    import ctxmgmt.conversation
+    import ctxmgmt.session.conversation
 
-    ctxmgmt.conversation.INDEX_SECONDS = None  # derive every new turn in each call
-    ctxmgmt.conversation.BACKGROUND = False
+    ctxmgmt.session.conversation.INDEX_SECONDS = None  # derive every new turn in each call
+    ctxmgmt.session.conversation.BACKGROUND = False
     records: list[logging.LogRecord] = []
 
     class Keep(logging.Handler):

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from langchain_core.chat_history import InMemoryChatMessageHistory
 
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 from langchain_ctxmgmt import KadaneDialMemory, TopicThreadMemory
 
 TOPICS = ("my cat Miso", "sourdough in Porto", "the Kyoto trip", "Ana's birthday", "the car engine")

@@ -19,10 +19,10 @@ from langgraph.store.memory import InMemoryStore as GraphMemoryStore
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 
-from ctxmgmt.conversation import ConversationPool
+from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.session.conversation import ConversationPool
 from ctxmgmt.store import InMemoryStore, SQLiteStore, open_store
 from ctxmgmt.store.keys import HASHED, MAX_KEY_BYTES, bounded_key, compose_key
-from ctxmgmt.testing import HashingEmbedder
 from langchain_ctxmgmt import KadaneDialMiddleware, KadaneDialSelector
 from langchain_ctxmgmt._store import LangGraphStateStore
 from llamaindex_ctxmgmt import KadaneDialBlock, flush_early
@@ -49,7 +49,7 @@ def test_composed_keys_are_one_to_one_and_plain_parts_keep_todays_keys():
 
 def test_pool_keys_are_todays_for_plain_parts_and_distinct_otherwise(hashing_embedder):
     from ctxmgmt import KadaneDialStrategy
-    from ctxmgmt.conversation import Codec
+    from ctxmgmt.session.conversation import Codec
 
     codec: Codec[Any] = Codec(to_core=lambda m: m, snapshot=None, memory_message=lambda m: m)
 

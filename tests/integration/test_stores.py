@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.store import (
     CircuitStore,
     InMemoryStore,

@@ -91,7 +91,7 @@ def test_undated_messages_are_anchored_to_when_the_memory_first_saw_them(tmp_pat
 
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from ctxmgmt.dates import format_date
+    from ctxmgmt.messages.dates import format_date
     from langchain_ctxmgmt import SWinSummarySelector
 
     store = f"sqlite:///{tmp_path / 'state.db'}"
@@ -108,10 +108,10 @@ def test_undated_messages_are_anchored_to_when_the_memory_first_saw_them(tmp_pat
     assert seen is not None and turns[0].messages[0].timestamp is None
     assert yesterday in str(first.conversation("dog").strategy.to_state())
 
-    import ctxmgmt.conversation
+    import ctxmgmt.session.conversation
 
     later = dt.date(2031, 1, 1)  # the restart happens much later
-    monkeypatch.setattr(ctxmgmt.conversation, "_utc_now", lambda: later)
+    monkeypatch.setattr(ctxmgmt.session.conversation, "_utc_now", lambda: later)
     restarted = SWinSummarySelector(window=2, overlap=0, store=store)
     restarted.invoke(history, {"configurable": {"thread_id": "dog"}})
     assert restarted.conversation("dog").strategy.turns[0].messages[0].seen == seen

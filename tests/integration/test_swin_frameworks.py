@@ -16,7 +16,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms import MockLLM
 
 from ctxmgmt import ConfigurationError
-from ctxmgmt.framing import frame_memory
+from ctxmgmt.messages.framing import frame_memory
 from langchain_ctxmgmt import SWinSummaryBuffer as LCSWinSummaryBuffer
 from langchain_ctxmgmt import SWinSummaryMiddleware
 from langchain_ctxmgmt.testing import RecordingListChatModel
@@ -41,7 +41,7 @@ def test_agent_model_receives_summary_then_recent_turns():
     # question last, whole turns in order, tool calls paired, the state keeping everything
     received, full, _ = run_agent(middleware, "What did I name my cat?")
 
-    # the summary: a framed user-role memory message (ctxmgmt.framing), never a system message
+    # the summary: a framed user-role memory message (ctxmgmt.messages.framing), never a system message
     summary = received[1]
     assert is_lc_memory(summary) and memory_body(summary.content).startswith("Summary of the earlier")
     assert "Miso" in summary.content  # turn 0, summarised (window 0-5)
@@ -118,7 +118,7 @@ def test_simple_chat_engine_receives_summary_and_recent_turns():
 
     sent = chat_once(memory)  # checks the system prompt, the question last, the store lossless
 
-    # the summary: a framed user-role memory message (ctxmgmt.framing), never a system message
+    # the summary: a framed user-role memory message (ctxmgmt.messages.framing), never a system message
     assert is_li_memory(sent[1]) and memory_body(sent[1].content).startswith("Summary of the earlier")
     assert "rye flour" in sent[1].content or "sourdough" in sent[1].content.lower()
     assert [m.role for m in sent].count(MessageRole.SYSTEM) == 1  # the app's system prompt only

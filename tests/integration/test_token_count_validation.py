@@ -173,7 +173,7 @@ def test_a_counter_object_is_checked_on_every_count():
 
 def test_media_estimates_of_a_counter_are_checked():
     from ctxmgmt import Message
-    from ctxmgmt.budget import message_tokens
+    from ctxmgmt.components.budget import message_tokens
 
     class Media:
         media_tokens = {"image": -500}

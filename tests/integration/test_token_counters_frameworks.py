@@ -12,7 +12,7 @@ from llama_index.core.base.llms.types import ChatMessage
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt import ConfigurationError
-from ctxmgmt.testing import HashingEmbedder
+from ctxmgmt.app.testing import HashingEmbedder
 from langchain_ctxmgmt.testing import RecordingChatModel
 
 FACTS = [

@@ -3,7 +3,7 @@
 Arguments nested 600-900 deep are valid JSON (``json.loads`` reads them) but used to raise a raw
 ``RecursionError`` on every call, so the thread was dead; one 20 MB argument took 18-58 s and
 over 150 MB on the first call and was re-read (``repr``) on every later one. The memory now
-reads a bounded copy of each call (:mod:`ctxmgmt.tool_args`) while the caller's message, with
+reads a bounded copy of each call (:mod:`ctxmgmt.messages.tool_args`) while the caller's message, with
 its arguments untouched, is what the model receives.
 
 Through LangChain ``create_agent`` (a fake chat model recording its input) and LlamaIndex
@@ -24,9 +24,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 
 from ctxmgmt import Message, Turn
-from ctxmgmt.budget import message_tokens
+from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.components.tokens import CallableTokenCounter, default_token_counter
-from ctxmgmt.tool_args import (
+from ctxmgmt.messages.tool_args import (
     CUT_KEY,
     MAX_ARGS_CHARS,
     MAX_ARGS_DEPTH,

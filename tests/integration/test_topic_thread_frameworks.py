@@ -38,7 +38,7 @@ def test_agent_model_receives_threads_relevant_turns_and_the_question(hashing_em
 
     sent = sent_turn_indices(received, full)
     assert CAT in sent and sent[-1] == 8 and 7 in sent  # the cat turn, the newest turn, the question
-    # thread states arrive as framed user-role memory messages (ctxmgmt.framing), never as system
+    # thread states arrive as framed user-role memory messages (ctxmgmt.messages.framing), never as system
     states = [m for m in received[1:] if is_lc_memory(m)]
     assert all(memory_body(m.content).startswith("Topic thread") for m in states)
     assert not any(isinstance(m, SystemMessage) for m in received[1:])

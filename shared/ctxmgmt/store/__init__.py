@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.store.base import (
     AsyncStateStore,
     StaleStateError,

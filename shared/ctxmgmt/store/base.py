@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ctxmgmt.exceptions import CtxMgmtError
-from ctxmgmt.offload import run_blocking_stored
+from ctxmgmt.adapter.offload import run_blocking_stored
+from ctxmgmt.messages.exceptions import CtxMgmtError
 
 SCHEMA_VERSION = 1
 """Version of the stored layout; a stored session of another version is rebuilt."""
@@ -283,7 +283,7 @@ class StateStore(Protocol):
 class AsyncStateStore:
     """Async variants of :class:`StateStore` methods, run on pooled threads by default.
 
-    The threads are :mod:`ctxmgmt.offload`'s pool for store work (never those of store-less
+    The threads are :mod:`ctxmgmt.adapter.offload`'s pool for store work (never those of store-less
     conversations). Backends with a native async driver (PostgreSQL) override them.
     """
 

@@ -5,7 +5,7 @@ is not the data's (the server is down, the disk is gone: a :class:`StoreError` t
 lost compare-and-set nor a corrupt record, or any other exception from the backend). The circuit
 then *opens*: every call fails at once with :class:`StoreUnavailableError` (a
 :class:`StoreError`, so a session works in process for that call, see
-:mod:`ctxmgmt.stored_state`) while a background thread retries the store with exponential
+:mod:`ctxmgmt.session.stored_state`) while a background thread retries the store with exponential
 backoff (a store's ``ping()`` if it has one; then its ``reconnect()`` if it has one, as
 :class:`~ctxmgmt.store.PostgresStore` does to replace pools still waiting out their own
 reconnection backoff; then a timed load of an unused key, through the pools calls use). A call
@@ -16,7 +16,7 @@ next call uses the store again, and a session that worked without it catches up 
 the store misses.
 
 Every call has a *deadline* (:data:`DEADLINE`): it runs on a thread of the store pool
-(:func:`ctxmgmt.offload.store_pool`) and the caller waits at most that long. A call that
+(:func:`ctxmgmt.adapter.offload.store_pool`) and the caller waits at most that long. A call that
 overruns is abandoned (the caller gets :class:`StoreTimeoutError` and works without the store)
 and opens the circuit, so a store that stops answering (a PostgreSQL frozen or unreachable
 mid-call) costs one call one deadline, and the calls after it nothing. The circuit also opens
@@ -44,8 +44,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ctxmgmt.exceptions import ConfigurationError, CtxMgmtError
-from ctxmgmt.offload import store_pool
+from ctxmgmt.adapter.offload import store_pool
+from ctxmgmt.messages.exceptions import ConfigurationError, CtxMgmtError
 from ctxmgmt.store.base import (
     AsyncStateStore,
     CorruptRecordError,
@@ -104,7 +104,7 @@ class CircuitStore(AsyncStateStore):
         factory: Instead of ``inner``: creates the store. Called once here; if it raises
             :class:`StoreError`, the circuit starts open and the background thread keeps
             calling it (with backoff) until it succeeds. Other errors (a
-            :class:`~ctxmgmt.exceptions.ConfigurationError`) are raised here.
+            :class:`~ctxmgmt.messages.exceptions.ConfigurationError`) are raised here.
         first_retry: Seconds before the first retry after a failure; :data:`FIRST_RETRY`.
         max_retry: Longest wait between retries, in seconds; :data:`MAX_RETRY`.
         deadline: Seconds a caller waits for one call (:data:`DEADLINE`, 5); a call that

@@ -34,7 +34,7 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.store.base import (
     SCHEMA_VERSION,
     AsyncStateStore,

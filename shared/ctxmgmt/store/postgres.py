@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.store.base import StaleStateError, StoredSession, StoreError, TurnEntry
 from ctxmgmt.store.keys import MAX_KEY_BYTES as MAX_KEY_BYTES  # re-exported
 from ctxmgmt.store.keys import shown_key

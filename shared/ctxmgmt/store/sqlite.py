@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.store.base import StaleStateError, StoreError
 from ctxmgmt.store.sql import SQLStore
 from ctxmgmt.store.watchdog import watch

@@ -12,22 +12,22 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxmgmt.budget import turn_tokens
+from ctxmgmt.components.budget import turn_tokens
 from ctxmgmt.components.entities import Entity, EntityExtractor, as_entity_extractor
 from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD, TokenCounter
-from ctxmgmt.context import Context
-from ctxmgmt.dates import anchor_dates
-from ctxmgmt.exceptions import CorruptStateError
-from ctxmgmt.framing import speaker_label
-from ctxmgmt.kadane import THETA, kadane_dial, shape_signal
-from ctxmgmt.lexical import STOPWORDS, BM25Index
-from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.messages.context import Context
+from ctxmgmt.messages.dates import anchor_dates
+from ctxmgmt.messages.exceptions import CorruptStateError
+from ctxmgmt.messages.framing import speaker_label
+from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.kadane import THETA, kadane_dial, shape_signal
+from ctxmgmt.scoring.lexical import STOPWORDS, BM25Index
 from ctxmgmt.strategies.base import Strategy, checked_fields
 from ctxmgmt.strategies.kadanedial import NEIGHBOUR_WEIGHT, TUNED_TAU, trim_to_budget
+from ctxmgmt.strategies.params import MemoryConfig, param
 from ctxmgmt.strategies.state import CappedLog, plain_fields
-from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -438,7 +438,7 @@ class ACMStrategy(Strategy):
         )
         item = SummaryItem("", batch[0], batch[-1], _turn_time(turns[batch[0]]))
         limit = min(self.summary_limit, self.summary_tier_limit - MESSAGE_OVERHEAD)
-        # the line's own prefix, the header and the memory framing (ctxmgmt.framing)
+        # the line's own prefix, the header and the memory framing (ctxmgmt.messages.framing)
         limit -= self.memory_tokens(SUMMARY_HEADER + "\n" + item.line()) - MESSAGE_OVERHEAD
         if limit < MIN_SUMMARY_TOKENS:
             self._log.append(f"no room for a summary of turns {batch[0]}-{batch[-1]}: straight to entities")
@@ -618,7 +618,7 @@ class ACMStrategy(Strategy):
     def _query_spans(self, query: str, cap: int, taken: set[int]) -> list[int]:
         """Turns the query needs, within ``cap`` tokens, ascending (beyond ACM).
 
-        Spans of consecutive turns found as KadaneDial finds them (:func:`ctxmgmt.kadane.kadane_dial`,
+        Spans of consecutive turns found as KadaneDial finds them (:func:`ctxmgmt.scoring.kadane.kadane_dial`,
         gain shift ``TUNED_TAU``, the neighbour term of ``KadaneDialConfig``) on each turn's
         BM25 score for ``query`` scaled to [0, 1]; over ``cap``, the lowest-scoring span edges go
         first. ``taken`` turns are shown anyway and left out. No turn shares a word with the

@@ -9,15 +9,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
-from ctxmgmt.budget import message_tokens, turn_tokens
 from ctxmgmt.components._coerce import component_name
+from ctxmgmt.components.budget import message_tokens, turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
-from ctxmgmt.context import Block, BlockKind, Context
-from ctxmgmt.exceptions import ConfigurationError, CorruptStateError
-from ctxmgmt.framing import DEFAULT_MEMORY_ROLE
-from ctxmgmt.params import StrategyConfig
+from ctxmgmt.messages.context import Block, BlockKind, Context
+from ctxmgmt.messages.exceptions import ConfigurationError, CorruptStateError
+from ctxmgmt.messages.framing import DEFAULT_MEMORY_ROLE
+from ctxmgmt.messages.types import Message, Turn, memory_message
+from ctxmgmt.strategies.params import StrategyConfig
 from ctxmgmt.strategies.state import jsonable
-from ctxmgmt.types import Message, Turn, memory_message
 
 _S = TypeVar("_S", bound="Strategy")
 
@@ -33,7 +33,7 @@ class Strategy(ABC):
     their position in the strategy (0-based).
 
     Parameters are declared once, in the strategy's ``config_class`` (a frozen
-    :class:`~ctxmgmt.params.StrategyConfig`); ``components`` names the pluggable components
+    :class:`~ctxmgmt.strategies.params.StrategyConfig`); ``components`` names the pluggable components
     the constructor takes besides ``token_counter`` (``embedder``, ``summarizer``,
     ``decider``, ``entity_extractor``). Adapters build their parameters from both.
     Parameter values are readable as attributes (``strategy.tau``) and as ``strategy.config``.
@@ -46,7 +46,7 @@ class Strategy(ABC):
     """The component an adapter's ``llm=`` stands in for (``"summarizer"``/``"decider"``); None: no LLM."""
     derive_seconds: ClassVar[float] = 0.0
     """Seconds a call may derive a long history before leaving a backlog, when more than the
-    conversation's default (:data:`ctxmgmt.conversation.INDEX_SECONDS`). Set by the memories
+    conversation's default (:data:`ctxmgmt.session.conversation.INDEX_SECONDS`). Set by the memories
     that embed nothing (SWin, ACM): they derive a few hundred turns in about a second, so their
     first answer over such a history is the one they give once everything is derived."""
     budget_only_trims: ClassVar[bool] = False
@@ -98,7 +98,7 @@ class Strategy(ABC):
         """The components a deep copy of the strategy shares instead of copying.
 
         Its :attr:`components` and token counter: read-only models and clients (an embedder,
-        spaCy, an LLM), some of them hundreds of megabytes (:mod:`ctxmgmt.copying`).
+        spaCy, an LLM), some of them hundreds of megabytes (:mod:`ctxmgmt.adapter.copying`).
         """
         return [*(self.__dict__.get(name) for name in self.components), self.token_counter.counter]
 
@@ -171,7 +171,7 @@ class Strategy(ABC):
     def text_block(self, kind: BlockKind, text: str, *, turns: Sequence[int] = (), reason: str = "") -> Block:
         """A text block (``"summary"``, ``"entities"``) sent as one framed memory message.
 
-        The message is in the strategy's ``memory_role`` (:func:`ctxmgmt.types.memory_message`);
+        The message is in the strategy's ``memory_role`` (:func:`ctxmgmt.messages.types.memory_message`);
         ``turns`` is its provenance; ``tokens`` counts that message (:meth:`memory_tokens`).
         """
         return Block(

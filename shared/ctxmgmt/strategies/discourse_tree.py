@@ -35,13 +35,12 @@ from ctxmgmt.components.embedder import (
 from ctxmgmt.components.llm_call import bound_input, meter_calls
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer, specific_terms
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Context, runs, span_label
-from ctxmgmt.forest_render import forest_html, forest_text, plot_forest
-from ctxmgmt.kadane import kadane_dial, shape_signal
-from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import MemoryConfig, cache_friendly_param, param
-from ctxmgmt.relevance import fused_relevance
-from ctxmgmt.rows import RowStack
+from ctxmgmt.messages.context import Context, runs, span_label
+from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.kadane import kadane_dial, shape_signal
+from ctxmgmt.scoring.lexical import BM25Index
+from ctxmgmt.scoring.relevance import fused_relevance
+from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.forest import (
     Branch,
@@ -53,8 +52,9 @@ from ctxmgmt.strategies.forest import (
     TreeParts,
     check_forest,
 )
+from ctxmgmt.strategies.forest_render import forest_html, forest_text, plot_forest
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
-from ctxmgmt.types import Turn
+from ctxmgmt.strategies.params import MemoryConfig, cache_friendly_param, param
 
 __all__ = [
     "BriefSummarizer",
@@ -962,7 +962,8 @@ class DiscourseTreeStrategy(Strategy):
     ) -> str:
         """The forest as a text tree; ``*`` marks the active path (of ``plan``, else the current one).
 
-        Each line shows ``[turn] (branch) node summary`` (:func:`ctxmgmt.forest_render.forest_text`).
+        Each line shows ``[turn] (branch) node summary``
+        (:func:`ctxmgmt.strategies.forest_render.forest_text`).
         ``plan`` is a :class:`Plan` or its dict (``context.details["plan"]``); ``trees``, tree
         ids, draws only those topics, and ``turns`` only those turns of them, with the active
         path and every turn above them (``select``'s explanation: the topics and turns in the
@@ -993,7 +994,7 @@ class DiscourseTreeStrategy(Strategy):
         a header with the counts, a legend, then one section per topic with a box per turn
         (turn index, branch, node summary). A branch's turns stack in one column; a branch
         forking at a turn is an indented block below it. Active-path turns carry the CSS
-        class ``on-path``. Drawn by :func:`ctxmgmt.forest_render.forest_html`. For a PNG, see
+        class ``on-path``. Drawn by :func:`ctxmgmt.strategies.forest_render.forest_html`. For a PNG, see
         :meth:`plot`.
 
         Args:
@@ -1024,7 +1025,7 @@ class DiscourseTreeStrategy(Strategy):
     def plot(self, path: str | os.PathLike[str], plan: Plan | Mapping[str, Any] | None = None) -> str:
         """Write a PNG of the forest with the active path highlighted; returns the path.
 
-        Same highlight as :meth:`render`, drawn by :func:`ctxmgmt.forest_render.plot_forest` (an
+        Same highlight as :meth:`render`, drawn by :func:`ctxmgmt.strategies.forest_render.plot_forest` (an
         empty forest gives a figure saying so). Needs matplotlib (``pip install "ctxmgmt[cli]"``);
         :meth:`render_html` needs nothing.
         """

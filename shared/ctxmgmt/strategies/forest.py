@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ctxmgmt.components.decider import BranchDecision, TopicDecision
-from ctxmgmt.exceptions import CorruptStateError
+from ctxmgmt.messages.exceptions import CorruptStateError
 from ctxmgmt.strategies.state import plain_fields
 
 

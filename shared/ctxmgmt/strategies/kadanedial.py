@@ -19,15 +19,15 @@ from ctxmgmt.components.embedder import (
 )
 from ctxmgmt.components.llm_call import bound_input
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Context, runs
-from ctxmgmt.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
-from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import StrategyConfig, cache_friendly_param, param
-from ctxmgmt.relevance import fused_relevance
-from ctxmgmt.rows import RowStack
+from ctxmgmt.messages.context import Context, runs
+from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
+from ctxmgmt.scoring.lexical import BM25Index
+from ctxmgmt.scoring.relevance import fused_relevance
+from ctxmgmt.scoring.rows import RowStack
+from ctxmgmt.scoring.vector_text import WINDOW_CHARS, vector_text
 from ctxmgmt.strategies.base import Strategy
-from ctxmgmt.types import Turn
-from ctxmgmt.vector_text import WINDOW_CHARS, vector_text
+from ctxmgmt.strategies.params import StrategyConfig, cache_friendly_param, param
 
 _Scored = tuple[np.ndarray, np.ndarray, KadaneResult]
 """(relevance, signal, KadaneDial's result) of one query."""
@@ -75,7 +75,7 @@ class KadaneDialConfig(StrategyConfig):
     window_chars: int | None = param(
         WINDOW_CHARS,
         "A turn longer than this (characters) is embedded as its user message alone, as MiniLM reads "
-        "only its first 256 word pieces (``ctxmgmt.vector_text``); None = always the whole turn.",
+        "only its first 256 word pieces (``ctxmgmt.scoring.vector_text``); None = always the whole turn.",
         kind=int,
         optional=True,
         gt=0,
@@ -145,7 +145,7 @@ class KadaneDialStrategy(Strategy):
         sharpness: Exponent on the clipped relevance (1 = the plain score); 3.
         neighbour_weight: Weight of the neighbours' mean signal (0 = none); 0.4.
         window_chars: A turn longer than this many characters is embedded as its user
-            message alone (:func:`ctxmgmt.vector_text.vector_text`); 1000, about the 256 word
+            message alone (:func:`ctxmgmt.scoring.vector_text.vector_text`); 1000, about the 256 word
             pieces MiniLM reads. None: every turn whole (the paper).
         budget_order: Over budget, ``"relevance"`` (default) keeps the chosen turns best first
             by their own relevance; ``"edges"`` trims span edges so spans stay contiguous.
@@ -190,7 +190,7 @@ class KadaneDialStrategy(Strategy):
         self._embed(turns)
 
     def _embed(self, turns: Sequence[Turn]) -> list[np.ndarray]:
-        """The turns' vectors, each of :func:`~ctxmgmt.vector_text.vector_text` (cached by content)."""
+        """The turns' vectors, each of :func:`~ctxmgmt.scoring.vector_text.vector_text`, cached by content."""
         pairs = [self._vector_key(t) for t in turns]
         return self._embeddings.embed([text for text, _ in pairs], [key for _, key in pairs])
 

@@ -24,15 +24,15 @@ from ctxmgmt.components.summarizer import (
     salience,
 )
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context
-from ctxmgmt.dates import format_date, parse_date
-from ctxmgmt.exceptions import ConfigurationError, CorruptStateError
-from ctxmgmt.framing import speaker_label
-from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import MemoryConfig, param
+from ctxmgmt.messages.context import Block, Context
+from ctxmgmt.messages.dates import format_date, parse_date
+from ctxmgmt.messages.exceptions import ConfigurationError, CorruptStateError
+from ctxmgmt.messages.framing import speaker_label
+from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.lexical import BM25Index
 from ctxmgmt.strategies.base import Strategy, checked_fields
+from ctxmgmt.strategies.params import MemoryConfig, param
 from ctxmgmt.strategies.state import CappedLog, plain_fields
-from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)
 

@@ -27,15 +27,15 @@ from ctxmgmt.components.summarizer import (
     jaccard,
 )
 from ctxmgmt.components.tokens import TokenCounter
-from ctxmgmt.context import Block, Context, runs, span_label
-from ctxmgmt.exceptions import CorruptStateError
-from ctxmgmt.lexical import BM25Index
-from ctxmgmt.params import MemoryConfig, cache_friendly_param, param
-from ctxmgmt.relevance import fused_relevance
-from ctxmgmt.rows import RowStack
+from ctxmgmt.messages.context import Block, Context, runs, span_label
+from ctxmgmt.messages.exceptions import CorruptStateError
+from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.lexical import BM25Index
+from ctxmgmt.scoring.relevance import fused_relevance
+from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.strategies.base import Strategy, checked_fields
+from ctxmgmt.strategies.params import MemoryConfig, cache_friendly_param, param
 from ctxmgmt.strategies.state import CappedLog, plain_fields
-from ctxmgmt.types import Turn
 
 logger = logging.getLogger(__name__)
 

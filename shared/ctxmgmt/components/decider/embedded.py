@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxmgmt.components.decider.decisions import BranchDecision, NodeView, TopicDecision, TopicView
-from ctxmgmt.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ConfigurationError
 
 THETA_SIM = 0.6
 """Similarity at which a query belongs to an existing topic tree; 0.6 per Context-Agent 4.1 (Qwen3

@@ -20,8 +20,8 @@ from ctxmgmt.components._coerce import as_component
 from ctxmgmt.components.decider.decisions import BranchDecision, Decider, NodeView, TopicDecision, TopicView
 from ctxmgmt.components.decider.embedded import EmbeddedDecider
 from ctxmgmt.components.llm_call import LLMCaller
-from ctxmgmt.exceptions import ConfigurationError
-from ctxmgmt.framing import data_entries
+from ctxmgmt.messages.exceptions import ConfigurationError
+from ctxmgmt.messages.framing import data_entries
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ class LLMDecider(LLMCaller):
         """The prompt sent for a topic decision.
 
         The topic lines and the query (user text) are escaped inside their regions
-        (:func:`ctxmgmt.framing.data_entries`): one entry per line, no tag can close a region.
+        (:func:`ctxmgmt.messages.framing.data_entries`): one entry per line, no tag can close a region.
         """
         lines = [
             f"- topic {t.id}{' (active)' if t.active else ''}: {_clip(t.summary) or '(no summary yet)'}"

@@ -1,0 +1,268 @@
+"""Selection over one conversation: query inference, the turn in progress, budgeting, provenance.
+
+:func:`compose_context` is the one selection step every surface runs (system messages first,
+the strategy's choice among the completed turns, the turn in progress last, within a token
+budget); :class:`ctxmgmt.session.conversation.Conversation` calls it for the adapters and
+:func:`build_context` for a plain list of core messages. :func:`pick_originals` maps a
+:class:`~ctxmgmt.messages.context.Context` back to the caller's own message objects. Nothing here knows
+a framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from ctxmgmt.components.budget import check_budget, messages_tokens, turn_tokens
+from ctxmgmt.messages.context import Block, Context
+from ctxmgmt.messages.exceptions import BudgetExceededError
+from ctxmgmt.messages.types import Message, Turn, clean_text, group_turns, split_system
+from ctxmgmt.session.backlog import BacklogIndex
+from ctxmgmt.session.layout import arrange, stable_prefix_tokens, uses_layout
+from ctxmgmt.strategies.base import Strategy
+
+
+def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
+    """Split turns into (completed past turns, the turn in progress or None).
+
+    The last turn is in progress unless it ends with a final assistant answer: it holds the
+    user's new message, or a tool call waiting for (or just given) its result.
+    """
+    if turns and not turns[-1].is_complete:
+        return list(turns[:-1]), turns[-1]
+    return list(turns), None
+
+
+def infer_query(turns: Sequence[Turn], current: Turn | None, query: str | None) -> str:
+    """The query to select for: ``query`` if given, else the newest user message ("" if none).
+
+    A user message with media and no text (e.g. only an image) has no query text, so the
+    newest user message that has text is used. A given ``query`` is cleaned like message text
+    (:func:`~ctxmgmt.messages.types.clean_text`).
+    """
+    if query is not None and query.strip():
+        return clean_text(query)
+    if current is not None and current.query:
+        return current.query
+    for turn in reversed(turns):
+        if turn.query:
+            return turn.query
+    return ""
+
+
+def sync_strategy(strategy: Strategy, past: Sequence[Turn]) -> None:
+    """Bring ``strategy`` up to date with the completed turns ``past``.
+
+    Appends the new turns when the strategy's turns are a prefix of ``past``; otherwise
+    (another conversation, an edited history) resets the strategy and adds every turn,
+    reusing content-keyed caches such as embeddings. Every known turn is compared, so an edit
+    anywhere is caught. Adapters use :class:`ctxmgmt.session.conversation.Conversation` instead, which
+    also rewinds only to the edited turn and persists the state.
+    """
+    known = strategy.turns
+    same_prefix = len(known) <= len(past) and all(
+        known[i].fingerprint == past[i].fingerprint for i in range(len(known))
+    )
+    if not same_prefix:
+        strategy.reset()
+        known = ()
+    if len(past) > len(known):
+        strategy.add_many(past[len(known) :])
+
+
+def build_context(
+    strategy: Strategy,
+    messages: Sequence[Message],
+    *,
+    query: str | None = None,
+    budget: int | None = None,
+) -> Context:
+    """Select what to send from ``messages`` (the full raw history) for the next model call.
+
+    Groups ``messages`` into turns, brings ``strategy`` up to date with the completed ones
+    (:func:`sync_strategy`) and runs :func:`compose_context`.
+
+    Raises:
+        BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
+        ConfigurationError: ``budget`` is not a positive int or None.
+    """
+    system, conversation = split_system(messages)
+    past, current = split_current(group_turns(conversation))
+    sync_strategy(strategy, past)
+    return compose_context(strategy, system, past, current, query=query, budget=budget)
+
+
+def compose_context(
+    strategy: Strategy,
+    system: Sequence[Message],
+    past: Sequence[Turn],
+    current: Turn | None,
+    *,
+    query: str | None = None,
+    budget: int | None = None,
+    pending_tokens: Callable[[Turn], int] | None = None,
+    backlog: BacklogIndex | None = None,
+    previous: Context | None = None,
+    stable: bool | None = None,
+) -> Context:
+    """The context for the next model call, from a strategy that holds ``past`` (or a prefix of it).
+
+    System messages always come first and the turn in progress (``current``) always comes
+    last, verbatim; the strategy chooses among the completed turns ``past`` in between, within
+    what is left of ``budget`` (tokens; None = no limit). The query is ``query`` when given,
+    else the newest user message (:func:`infer_query`). With no query at all (no user message
+    yet) the strategy is not consulted and every completed turn is kept, newest first within
+    the budget.
+
+    When the strategy holds only a prefix of ``past`` (a backlog still being derived), the
+    ``backlog`` index chooses among the rest (:meth:`ctxmgmt.session.backlog.BacklogIndex.select`),
+    within the waiting turns' share of what the budget leaves, and the context's details say
+    it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting); without an
+    index none of them is sent. ``pending_tokens`` counts a waiting turn's tokens (default: the
+    strategy's counter, uncached).
+
+    ``previous`` is the conversation's previous context (None: none, or not kept). With it,
+    a strategy laid out for prompt caching (``stable``; None = the strategy's default,
+    :func:`ctxmgmt.session.layout.uses_layout`) keeps the previous call's units in front
+    (:func:`ctxmgmt.session.layout.arrange`, ``details["layout"]``), and ``details["stable_prefix_tokens"]``
+    counts the leading messages identical to the previous call's (the receipt's 0 without one).
+
+    Raises:
+        BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
+        ConfigurationError: ``budget`` is not a positive int or None.
+    """
+    budget = check_budget(budget)
+    counter = strategy.token_counter
+    question = infer_query(past, current, query)
+
+    fixed = messages_tokens(counter, system) + (turn_tokens(counter, current) if current else 0)
+    if budget is not None and fixed > budget:
+        raise BudgetExceededError(
+            f"the system messages and the current turn need {fixed} tokens, more than the "
+            f"budget of {budget}; raise the budget or shorten the current message"
+        )
+    remaining = None if budget is None else budget - fixed
+    derived = len(strategy.turns)
+    cost = pending_tokens or (lambda turn: turn_tokens(counter, turn))
+    pending: list[Block] = []
+    if backlog is not None and derived < len(past):
+        share = None if remaining is None else remaining * (len(past) - derived) // len(past)
+        pending = backlog.select(question, past, derived, share, cost)
+    if remaining is not None:
+        remaining -= sum(block.tokens for block in pending)
+    if question:
+        selected = strategy.select(question, budget=remaining)
+    else:
+        selected = _recent_within(strategy, remaining)
+
+    blocks: list[Block] = []
+    if system:
+        blocks.append(
+            Block(
+                "system",
+                messages=tuple(system),
+                tokens=messages_tokens(counter, system),
+                reason="system prompt",
+            )
+        )
+    details = dict(selected.details)
+    if previous is not None and (uses_layout(strategy) if stable is None else stable):
+        middle, details["layout"] = arrange(strategy, selected.blocks, previous, limit=remaining)
+        blocks.extend(middle)
+    else:
+        blocks.extend(selected.blocks)
+    blocks.extend(pending)
+    if current is not None:
+        blocks.append(
+            Block(
+                "current",
+                turns=(len(past),),
+                messages=current.messages,
+                tokens=turn_tokens(counter, current),
+                reason="turn in progress",
+            )
+        )
+    if derived < len(past):
+        details.update(partial=True, backlog=len(past) - derived)
+    context = Context(
+        query=question,
+        blocks=blocks,
+        history_tokens=fixed + strategy.total_tokens + sum(map(cost, past[derived:])),
+        strategy=strategy.name,
+        details=details,
+    )
+    if previous is not None:  # the receipt reads 0 without one
+        details["stable_prefix_tokens"] = stable_prefix_tokens(
+            counter, context.messages(), previous.messages()
+        )
+    return context
+
+
+T = TypeVar("T")
+
+
+def pick_originals(
+    context: Context,
+    system: Sequence[T],
+    turns: Sequence[Sequence[T]],
+    text_block: Callable[[Block], list[T]],
+) -> list[T]:
+    """The caller's own message objects for what ``context`` selected, in block order.
+
+    ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
+    (grouped as :func:`ctxmgmt.messages.types.group_turns` groups their core form), so a turn always
+    comes back whole, as the caller's objects (ids and metadata included). Text blocks
+    (summaries, entities) become what ``text_block`` makes.
+    """
+    out: list[T] = []
+    for block in context.blocks:
+        if block.kind == "system":
+            out.extend(system)
+        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
+            out.extend(o for t in block.turns for o in turns[t])
+        elif block.text:
+            out.extend(text_block(block))
+    return out
+
+
+def select_originals(
+    context: Context,
+    converted: Sequence[Message],
+    originals: Sequence[T],
+    text_block: Callable[[Block], list[T]],
+) -> list[T]:
+    """The caller's own message objects for what ``context`` selected, in block order.
+
+    :func:`pick_originals` for callers that hold a flat list: ``converted[i]`` is the core
+    form of ``originals[i]``; they are grouped here as :func:`build_context` groups them.
+    """
+    if len(converted) != len(originals):
+        raise ValueError("converted and originals differ in length")
+    original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
+    system, conversation = split_system(list(converted))
+    turns = [[original_of[id(m)] for m in turn.messages] for turn in group_turns(conversation)]
+    return pick_originals(context, [original_of[id(m)] for m in system], turns, text_block)
+
+
+def _newest_within(costs: Iterable[int], budget: int | None) -> tuple[int, int]:
+    """(how many, their tokens) of the newest items that fit ``budget`` together.
+
+    ``costs`` are the items' tokens, newest first; counting stops at the first that does not fit.
+    """
+    count = used = 0
+    for cost in costs:
+        if budget is not None and used + cost > budget:
+            break
+        count += 1
+        used += cost
+    return count, used
+
+
+def _recent_within(strategy: Strategy, budget: int | None) -> Context:
+    turns = strategy.turns
+    count, _ = _newest_within((strategy.tokens_of([t.index]) for t in reversed(turns)), budget)
+    keep = [t.index for t in turns[len(turns) - count :]]
+    context = Context(query="", strategy=strategy.name, history_tokens=strategy.total_tokens)
+    if keep:
+        context.blocks.append(strategy.turns_block(keep, "no query yet: most recent turns"))
+    return context

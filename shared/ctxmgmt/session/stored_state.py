@@ -1,0 +1,304 @@
+"""One conversation's derived state, kept in step with its raw history and persisted in a store.
+
+:meth:`StoredState.sync` brings a strategy up to date with the completed turns of the raw
+history: it compares chain hashes (a running hash of every turn's fingerprint, so an edit
+or deletion anywhere is found, not only in sampled turns), rewinds to the last turn that
+still matches (state restored from the store as it was after that turn, or rebuilt), and
+adds the new turns, writing each turn's changed records in one store transaction.
+:class:`ctxmgmt.session.conversation.Conversation` owns one and calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ctxmgmt.messages.types import Turn, chain_hashes
+from ctxmgmt.store.base import (
+    SCHEMA_VERSION,
+    CorruptRecordError,
+    StaleStateError,
+    StateStore,
+    StoreError,
+    TurnEntry,
+    wait_after_conflict,
+)
+from ctxmgmt.store.keys import shown_key
+from ctxmgmt.store.records import RecordTracker, flatten, unflatten
+from ctxmgmt.strategies.base import Strategy
+
+logger = logging.getLogger(__name__)
+
+RETRIES = 8
+"""Attempts at a call's store writes when other writers keep winning the compare-and-set; after
+that the call works in process and the next call uses the store again (it never gives up on it)."""
+
+
+def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many leading chain hashes ``a`` and ``b`` share.
+
+    A chain hash covers every turn up to its own, so two chains agree up to the first
+    difference and differ from there on: one comparison settles the usual case (nothing
+    changed) and a binary search finds where an edit begins.
+    """
+    n = min(len(a), len(b))
+    if n == 0 or a[n - 1] == b[n - 1]:
+        return n
+    low, high = 0, n - 1  # a[high] != b[high]
+    while low < high:
+        middle = (low + high) // 2
+        if a[middle] == b[middle]:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+class StoredState:
+    """A conversation's strategy, kept in step with the raw history and the store.
+
+    Not thread-safe on its own: the owning :class:`~ctxmgmt.session.conversation.Conversation` calls
+    it under the conversation's lock.
+
+    Args:
+        key: Store key of the conversation.
+        strategy: The conversation's own strategy (never shared).
+        store: Where derived state persists; None = only in this process.
+
+    Attributes:
+        chains: Chain hashes of the turns the strategy holds.
+        version: Version of the stored state this process last read or wrote.
+        home: The store given (``store`` is None during a call that works without it;
+            :meth:`clear` always deletes from ``home``).
+    """
+
+    def __init__(self, key: str, strategy: Strategy, store: StateStore | None = None) -> None:
+        self.key = key
+        self.strategy = strategy
+        self.store = store
+        self.home = store
+        self.chains: list[str] = []
+        self.version = 0
+        self._tracker = RecordTracker()
+        self._loaded = store is None
+
+    # -- the one entry point ------------------------------------------------------------------
+    def sync(
+        self, past: Sequence[Turn], chains: Sequence[str] | None = None, *, limit: int | None = None
+    ) -> None:
+        """Make the strategy hold exactly the completed turns ``past`` (and persist what changed).
+
+        ``chains`` are the chain hashes of ``past`` when the caller keeps them
+        (:meth:`ctxmgmt.session.converted.ConvertedHistory.chains`); by default they are computed.
+        ``limit``: add at most this many new turns (the strategy then holds a prefix of ``past``;
+        loading and rewinding still compare the whole of ``past``). None = all of them.
+        The caller holds the conversation's lock.
+        Never raises for store trouble: a failing or inconsistent store is reported as a
+        warning and the state is rebuilt from ``past``. A lost compare-and-set (another worker
+        wrote the session) reloads and retries after a short random wait (:data:`RETRIES`
+        attempts, :func:`~ctxmgmt.store.base.wait_after_conflict`); if other writers keep
+        winning, this call works in process and the next call uses the store again.
+        """
+        chains = chain_hashes(past) if chains is None else list(chains)
+        if len(chains) != len(past):
+            raise ValueError(f"{len(chains)} chain hashes for {len(past)} turns")
+        for attempt in range(RETRIES):
+            try:
+                self._sync(past, chains, limit)
+                return
+            except StaleStateError:
+                if attempt + 1 < RETRIES:
+                    logger.info("session %s was written by another worker; reloading", shown_key(self.key))
+                    self._unload()
+                    wait_after_conflict(attempt)
+                else:  # the strategy keeps what it derived (it matches self.chains); the next call reloads
+                    self._tracker.reset()
+            except CorruptRecordError as exc:
+                logger.warning("session %s: stored state unusable (%s); rebuilding", shown_key(self.key), exc)
+                assert self.store is not None
+                try:
+                    self.store.delete(self.key)
+                except StoreError as failed:
+                    self._sync_without_store(past, chains, failed, limit)
+                    return
+                self._unload()
+            except StoreError as exc:
+                self._sync_without_store(past, chains, exc, limit)
+                return
+        conflict = StaleStateError(f"other workers won {RETRIES} compare-and-sets in a row")
+        self._sync_without_store(past, chains, conflict, limit)
+
+    def _sync_without_store(
+        self, past: Sequence[Turn], chains: list[str], cause: StoreError, limit: int | None = None
+    ) -> None:
+        """Bring the state up to date in process for this call; the next call loads from the store again.
+
+        The strategy keeps what it holds (it always matches :attr:`chains`, whichever store
+        call failed), so during an outage each call adds only its new turns; when the store
+        answers again, the next call restores the stored prefix and writes the turns it misses.
+        """
+        logger.warning(
+            "state store failed for session %s (%s); this call works without it", shown_key(self.key), cause
+        )
+        store, self.store = self.store, None
+        self._loaded = True
+        try:
+            self._sync(past, chains, limit)
+        finally:
+            self.store, self._loaded = store, store is None
+
+    def _sync(self, past: Sequence[Turn], chains: list[str], limit: int | None = None) -> None:
+        if not self._loaded:
+            self._load(past, chains)
+        keep = _common_prefix(self.chains, chains)
+        if keep < len(self.chains):
+            logger.warning(
+                "session %s: the history changed at turn %d of %d; derived state from there on is rebuilt",
+                shown_key(self.key),
+                keep,
+                len(self.chains),
+            )
+            self._rewind(past, chains, keep)
+        end = len(past) if limit is None else min(len(past), len(self.chains) + limit)
+        self._add(past[:end], chains[:end])
+
+    # -- loading and rewinding ----------------------------------------------------------------
+    def _unload(self) -> None:
+        self.strategy.reset()
+        self.chains = []
+        self.version = 0
+        self._tracker.reset()
+        self._loaded = self.store is None
+
+    def _load(self, past: Sequence[Turn], chains: list[str]) -> None:
+        """Restore the state stored for the longest prefix of ``past`` the store agrees with."""
+        assert self.store is not None
+        self._loaded = True
+        stored = self.store.load(self.key)
+        if stored is None:
+            return
+        self.version = stored.version
+        expected = self.strategy.stored_config()
+        same_kind = (
+            stored.strategy == self.strategy.name
+            and stored.config == expected
+            and stored.schema == SCHEMA_VERSION
+        )
+        keep = _common_prefix(stored.chains, chains) if same_kind else 0
+        if not same_kind:
+            logger.warning(
+                "session %s: stored state was built by %s %s (schema %d); rebuilding",
+                shown_key(self.key),
+                stored.strategy,
+                stored.config,
+                stored.schema,
+            )
+        elif keep < len(stored.chains):
+            logger.warning(
+                "session %s: the history no longer matches the stored state at turn %d of %d; "
+                "derived state from there on is deleted and rebuilt",
+                shown_key(self.key),
+                keep,
+                len(stored.chains),
+            )
+        if keep < len(stored.chains):
+            self.version = self.store.truncate(self.key, keep, expected_version=self.version)
+        if keep == 0:
+            return
+        records = stored.records if keep == len(stored.chains) else self._records_upto(keep)
+        self._restore(past[:keep], chains[:keep], records)
+
+    def _records_upto(self, turns: int) -> dict[str, Any]:
+        assert self.store is not None
+        stored = self.store.load(self.key, turns=turns)
+        return {} if stored is None else stored.records
+
+    def _restore(self, turns: Sequence[Turn], chains: list[str], records: dict[str, Any]) -> None:
+        try:
+            self.strategy.restore(turns, unflatten(records))
+        except Exception as exc:  # a corrupt or foreign record: rebuild, never fail the call
+            logger.warning(
+                "session %s: stored state unusable (%s: %s); rebuilding",
+                shown_key(self.key),
+                type(exc).__name__,
+                exc,
+            )
+            self.strategy.reset()
+            self._tracker.reset()
+            self.chains = []
+            if self.store is not None:
+                self.version = self.store.truncate(self.key, 0, expected_version=self.version)
+            return
+        self._tracker.reset(records)
+        self.chains = list(chains)
+
+    def _rewind(self, past: Sequence[Turn], chains: list[str], keep: int) -> None:
+        """State as it was after turn ``keep - 1``; everything derived later is deleted."""
+        if self.store is None:
+            self.strategy.reset()  # content-keyed caches make the rebuild cheap
+            self._tracker.reset()
+            self.chains = []
+            return
+        self.version = self.store.truncate(self.key, keep, expected_version=self.version)
+        self.strategy.reset()
+        self._tracker.reset()
+        self.chains = []
+        if keep:
+            self._restore(past[:keep], chains[:keep], self._records_upto(keep))
+
+    # -- adding -------------------------------------------------------------------------------
+    def _add(self, past: Sequence[Turn], chains: list[str]) -> None:
+        start = len(self.chains)
+        if start >= len(past):
+            return
+        new = list(past[start:])
+        self.strategy.prepare(new)
+        if self.store is None:
+            self.strategy.add_many(new)
+            self.chains.extend(chains[start:])
+            return
+        entries = []
+        for offset, turn in enumerate(new):
+            self.strategy.add(turn)
+            changes = self._tracker.changes(flatten(self.strategy.derived_state()))
+            entries.append(TurnEntry(start + offset, chains[start + offset], changes))
+        self.chains.extend(chains[start:])
+        self.version = self.store.append(
+            self.key,
+            entries,
+            expected_version=self.version,
+            strategy=self.strategy.name,
+            config=self.strategy.stored_config(),
+        )
+
+    def detach_history(self) -> None:
+        """The strategy keeps its derived state but no turns (SWin's ``new_session``).
+
+        The stored state is replaced by the carried-over state when the next turn is written.
+        """
+        self.chains = []
+        self._tracker.reset()
+        if self.home is not None:
+            self.home.delete(self.key)
+            self.version = 0
+
+    def clear(self) -> None:
+        """Forget the conversation's derived state, here and in the store.
+
+        The stored session is deleted from the store given (:attr:`home`) whatever happened
+        before (conflicts, a call that worked without the store); a store that fails is
+        reported as a warning (a :class:`~ctxmgmt.store.CircuitStore` replays the deletion
+        when its store answers again).
+        """
+        self.store = self.home
+        if self.home is not None:
+            try:
+                self.home.delete(self.key)
+            except StoreError as exc:
+                logger.warning("could not delete session %s from the store: %s", shown_key(self.key), exc)
+        self.strategy.reset()
+        self.chains = []
+        self.version = 0
+        self._tracker.reset()
+        self._loaded = self.store is None

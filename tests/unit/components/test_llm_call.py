@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import re
 import time
 from collections.abc import Iterator
 
@@ -26,7 +25,6 @@ from ctxmgmt.components.llm_call import (
     LLMTimeoutError,
     abandoned_calls,
     call_llm,
-    cap_text,
     meter_calls,
 )
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, LLMSummarizer
@@ -133,25 +131,6 @@ def test_bad_timeouts_are_rejected(bad):
 def test_bad_input_caps_are_rejected(bad):
     with pytest.raises(ConfigurationError, match="max_input_chars must be"):
         LLMDecider(str, max_input_chars=bad)
-
-
-# -- cap_text ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("limit", [200, 1_000, 24_000])
-def test_cap_text_keeps_head_and_tail_within_the_limit(limit):
-    text = "HEAD " + "x" * 1_000_000 + " TAIL"
-    capped = cap_text(text, limit)
-    assert len(capped) <= limit
-    assert capped.startswith("HEAD ") and capped.endswith(" TAIL")
-    head, marker, tail = re.split(r"(\n\[\.\.\. \d+ characters left out \.\.\.\]\n)", capped)
-    assert len(head) + int(re.findall(r"\d+", marker)[0]) + len(tail) == len(text)
-    assert len(head) >= len(tail)  # the head (where a message states its point) gets more room
-
-
-def test_cap_text_leaves_short_text_and_none_alone():
-    assert cap_text("short", 200) == "short"
-    assert cap_text("y" * 10_000, None) == "y" * 10_000
 
 
 # -- the components fall back when the call hangs ---------------------------------------------

@@ -1,40 +1,11 @@
-"""``ctxmgmt bench`` progress lines, ``--quick`` and tables that fit 80 columns."""
+"""The ``ctxmgmt`` command (``ctxmgmt.app.cli``): ``bench`` with ``--quick``, ``--dialogues``, ``--cost``,
+progress lines and tables that fit 80 columns."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
-
-from ctxmgmt.app.bench.runner import LineProgress
-
-
-class Clock:
-    """A clock the test moves by hand (seconds)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_line_progress_writes_a_line_per_row_and_every_few_seconds():
-    stream, clock = io.StringIO(), Clock()
-    progress = LineProgress(2, stream, every=5.0, clock=clock)
-    step = progress("KadaneDialMemory", 10)
-    for _ in range(4):
-        clock.now += 2.0
-        step(1)
-    step = progress("last-k turns", 10)
-    assert progress.elapsed() == pytest.approx(8.0)
-    assert stream.getvalue().splitlines() == [
-        "bench: 1/2 KadaneDialMemory: 0/10 steps, 0 s",
-        "bench: 1/2 KadaneDialMemory: 3/10 steps, 6 s",  # 6 s after the row's first line
-        "bench: 2/2 last-k turns: 0/10 steps, 8 s",
-    ]
-
 
 TOPICS = ["beagle vet", "lisbon flight", "sourdough", "budget"]
 

@@ -74,3 +74,39 @@ def test_cost_mode_replays_as_a_chat_in_80_columns(tiny_data, capsys, monkeypatc
     assert "Cost with prompt caching" in captured.err
     assert max(len(line) for line in captured.err.splitlines()) <= 80
     assert "…" not in captured.err
+
+
+def test_the_parser_knows_both_commands_and_their_defaults():
+    from ctxmgmt.app.cli import build_parser
+
+    parser = build_parser()
+    bench = parser.parse_args(["bench", "a.jsonl", "--memory", "KadaneDialMemory", "--no-baselines"])
+    assert bench.data == ["a.jsonl"] and bench.memory == ["KadaneDialMemory"] and not bench.baselines
+    assert (bench.limit, bench.min_prefix, bench.layout, bench.quick) == (0, 1024, None, False)
+    demo = parser.parse_args(["demo", "--questions", "3"])
+    assert demo.questions == 3 and demo.plots is None
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # a command is required
+
+
+def test_a_missing_data_file_is_exit_status_2(tmp_path, capsys):
+    from ctxmgmt.app.cli import main
+
+    assert main(["bench", str(tmp_path / "nowhere.jsonl"), "--no-progress"]) == 2
+    assert "data file not found" in " ".join(capsys.readouterr().out.split())
+
+
+def test_table_cells_and_row_names_fit_80_columns():
+    from ctxmgmt.app.cli import _category_label, _fmt, short_name
+
+    assert short_name("LlamaIndex ChatMemoryBuffer") == "LI ChatMemoryBuffer"
+    assert short_name("top-k BM25 turns (equal tokens)") == "top-k BM25 turns"
+    assert short_name("KadaneDial (paper settings)") == "KadaneDial (paper)"
+    assert (_fmt(0.25, pct=True), _fmt(0.25), _fmt(12.345), _fmt(float("nan")), _fmt(3)) == (
+        "25.0%",
+        "0.250",
+        "12.3",
+        "-",
+        "3",
+    )
+    assert (_category_label("2"), _category_label("x"), _category_label("")) == ("2 temporal", "x", "(none)")

@@ -145,12 +145,18 @@ def test_a_factory_that_fails_starts_the_circuit_open_and_is_retried() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"deadline": 0}, {"slow_call": float("inf")}, {"slow_calls": -1}, {"slow_calls": True}],
+    [{"deadline": 0}, {"slow_call": float("inf")}, {"slow_calls": -1}, {"slow_calls": True}],
 )
 def test_bad_settings_are_configuration_errors(kwargs) -> None:
-    inner = {} if not kwargs else {"inner": InMemoryStore()}
     with pytest.raises(ConfigurationError):
-        CircuitStore(**inner, **kwargs)
+        CircuitStore(InMemoryStore(), **kwargs)
+
+
+def test_a_circuit_needs_a_store_or_a_factory() -> None:
+    with pytest.raises(ConfigurationError, match="one of them"):
+        CircuitStore()
+    with pytest.raises(ConfigurationError, match="one of them"):
+        CircuitStore(InMemoryStore(), factory=InMemoryStore)
 
 
 def test_a_copy_is_a_new_closed_circuit_with_the_same_settings() -> None:

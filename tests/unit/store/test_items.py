@@ -34,6 +34,7 @@ class Spaces(dict):
 
 class DictStateStore(ItemStateStore):
     backend_type = Spaces
+    backend: Spaces
 
     def _get_items(self, space: str, names: Sequence[str]) -> list[dict[str, Any] | None]:
         items = self.backend.get(space, {})

@@ -83,7 +83,8 @@ def test_the_operations_on_one_session(cur) -> None:
     with pytest.raises(StaleStateError, match="at version 1, not 0"):
         run_plan(cur, append_plan("k", entries(3, 1), expected_version=0, strategy="s", config=CONFIG))
     assert run_plan(cur, truncate_plan("k", 1, expected_version=1)) == 2
-    assert run_plan(cur, load_plan("k", None)).chains == ["chain0"]
+    cut = run_plan(cur, load_plan("k", None))
+    assert cut is not None and cut.chains == ["chain0"]
     assert run_plan(cur, truncate_plan("absent", 0, expected_version=0)) == 0
     run_plan(cur, delete_plan("k"))
     assert run_plan(cur, load_plan("k", None)) is None

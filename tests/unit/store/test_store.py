@@ -17,15 +17,15 @@ def test_none_and_memory_urls_are_in_process_stores() -> None:
 
 def test_sqlite_urls_open_a_sqlite_store_behind_a_circuit(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    relative = open_store("sqlite:///state.db")
-    assert isinstance(relative, CircuitStore) and isinstance(relative.inner, SQLiteStore)
-    assert relative.inner.path == "state.db" and (tmp_path / "state.db").exists()
-    absolute = open_store(f"sqlite:///{tmp_path}/abs.db")
-    assert absolute.inner.path == f"{tmp_path}/abs.db"
-    private = open_store("sqlite://")
-    assert private.inner.path == ":memory:" and private.load("nobody") is None
-    for store in (relative, absolute, private):
+    paths = {}
+    for spec in ("sqlite:///state.db", f"sqlite:///{tmp_path}/abs.db", "sqlite://"):
+        store = open_store(spec)
+        assert isinstance(store, CircuitStore) and isinstance(store.inner, SQLiteStore)
+        assert store.load("nobody") is None
+        paths[spec] = store.inner.path
         store.close()
+    assert list(paths.values()) == ["state.db", f"{tmp_path}/abs.db", ":memory:"]
+    assert (tmp_path / "state.db").exists()
 
 
 def test_a_store_object_is_wrapped_once() -> None:
@@ -51,7 +51,7 @@ def test_framework_stores_are_wrapped_by_the_adapters_wrappers() -> None:
         return InMemoryStore()
 
     backend = FrameworkStore()
-    store = open_store(backend, wrappers={FrameworkStore: wrap})
+    store = open_store(backend, wrappers={FrameworkStore: wrap})  # type: ignore[arg-type]
     assert isinstance(store, CircuitStore) and made == [backend]
     store.close()
 

@@ -84,7 +84,12 @@ def test_a_failing_step_raises_with_its_output_and_cleans_up(fake_bin, monkeypat
     (bindir / "initdb").write_text("#!/bin/sh\necho 'disk full' >&2\nexit 1\n")
     made: list[str] = []
     real_mkdtemp = testing.tempfile.mkdtemp
-    monkeypatch.setattr(testing.tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+
+    def mkdtemp(**kwargs: str) -> str:
+        made.append(real_mkdtemp(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(testing.tempfile, "mkdtemp", mkdtemp)
     with pytest.raises(RuntimeError, match="disk full"), throwaway_postgres():
         pass
     assert made and not Path(made[0]).exists()

@@ -274,10 +274,13 @@ class Forest:
         trees: Sequence[int] | None = None,
         turns: Collection[int] | None = None,
     ) -> str:
-        """The forest as a text tree (:func:`~ctxmgmt.strategies.forest_render.forest_text`).
+        """The forest as a text tree, one ``[turn] (branch) node summary`` line per node.
 
-        ``trees`` draws only those topics, and ``turns`` only those turns of them, with the
-        active path of ``plan`` and every turn above them.
+        ``*`` marks the active path of ``plan`` (a :class:`Plan` or its dict), else the current
+        one. ``trees``, tree ids, draws only those topics, and ``turns`` only those turns of
+        them, with the active path and every turn above them (``select``'s explanation: the
+        topics and turns in the context, so its cost does not grow with the forest or with a
+        topic). Drawn by :func:`~ctxmgmt.strategies.forest_render.forest_text`.
         """
         active, path = self.highlight(plan)
         drawn = self.trees if trees is None else [self.trees[t] for t in trees]

@@ -199,7 +199,8 @@ class Selection:
     @property
     def in_view(self) -> set[int]:
         """Trees whose turns are shown verbatim: the recalled ones and the plan's (when it has a path)."""
-        return set(self.recalled) | ({self.plan.tree} if self.path else set())
+        shown = self.plan.tree if self.path else None  # a path only where the plan has a tree
+        return set(self.recalled) | (set() if shown is None else {shown})
 
     def keep_most_similar(self, limit: int | None) -> None:
         """Keep at most ``limit`` sections, the most similar to the query, in layout order (None: all)."""

@@ -26,9 +26,9 @@ from ctxmgmt.messages.types import Turn
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_planner import plan_query
-from ctxmgmt.strategies.forest_recall import Recall
+from ctxmgmt.strategies.forest_recall import ForestRecall
 from ctxmgmt.strategies.forest_records import Branch, Node, Placement, Plan, Section, TopicTree
-from ctxmgmt.strategies.forest_selection import Selection, decision_lines, first_query_details, summary_text
+from ctxmgmt.strategies.forest_selection import ForestSelection, first_query_details, summary_text
 from ctxmgmt.strategies.forest_vectors import ForestVectors
 from ctxmgmt.strategies.params import MemoryConfig, cache_friendly_param, param
 
@@ -240,7 +240,9 @@ class DiscourseTreeStrategy(Strategy):
             follow_on_words=self.follow_on_words,
             instruction_words=self.instruction_words,
         )
-        self._recall = Recall(topics=self.recall_topics, ratio=self.recall_ratio, window=self.recall_window)
+        self._recall = ForestRecall(
+            topics=self.recall_topics, ratio=self.recall_ratio, window=self.recall_window
+        )
         self._terms: dict[int, list[str]] = {}  # turn index -> its key terms (summary_text)
 
     # -- inspection ----------------------------------------------------------------------------
@@ -346,7 +348,7 @@ class DiscourseTreeStrategy(Strategy):
     def select(self, query: str, *, budget: int | None = None) -> Context:
         """The active path for ``query`` verbatim, with the recalled topics' turns, after one summary block.
 
-        Recalled topics (:class:`~ctxmgmt.strategies.forest_recall.Recall`; none with
+        Recalled topics (:class:`~ctxmgmt.strategies.forest_recall.ForestRecall`; none with
         ``recall_topics=0``) come back verbatim; the summary block holds the other topics and
         branches, at most ``summary_sections`` of them (the most similar to the query), and none
         when the verbatim turns span several topics and take more than ``summary_share`` of the
@@ -364,14 +366,10 @@ class DiscourseTreeStrategy(Strategy):
         if budget is not None:
             selection.fit(budget, self._summary_tokens, self.tokens_of)
         self._add_blocks(context, selection)
-        trees, turns = selection.drawn()
-        explain = [*decision_lines(plan), *selection.recall_lines]
-        explain.extend(self.render(plan, trees=trees, turns=turns).splitlines())
-        explain.extend(selection.cut_lines(self.summary_share))
-        context.details.update(selection.details(self._forest, self.llm_calls, explain))
+        context.details.update(selection.details(self._forest, self.llm_calls, self.summary_share))
         return context
 
-    def _selection(self, plan: Plan, query: str, q: np.ndarray) -> Selection:
+    def _selection(self, plan: Plan, query: str, q: np.ndarray) -> ForestSelection:
         """The turns and summary sections for ``plan``, within the caps but not yet the budget."""
         if self.recall_topics:
             relevance, found = self._recall.scored(self._forest, self._turns, query, q)
@@ -379,7 +377,7 @@ class DiscourseTreeStrategy(Strategy):
             relevance, found = np.zeros(len(self._turns)), []
         recalled = self._recall.recalled(self._forest, plan, query, relevance, found)
         sims = self._forest.node_similarities(q)[1]
-        selection = Selection.of(
+        selection = ForestSelection.of(
             self._forest,
             plan,
             recalled,
@@ -398,7 +396,7 @@ class DiscourseTreeStrategy(Strategy):
     def _summary_tokens(self, sections: Sequence[Section]) -> int:
         return self.memory_tokens(self._summary_text(sections)) if sections else 0
 
-    def _add_blocks(self, context: Context, selection: Selection) -> None:
+    def _add_blocks(self, context: Context, selection: ForestSelection) -> None:
         """One summary block (when any section is kept), then one turns block per run of verbatim turns."""
         if selection.kept:
             covered = sorted({i for s in selection.kept for i in s.turns})

@@ -1,4 +1,4 @@
-"""The :class:`Recall` of a discourse tree: earlier topics a query brings back verbatim.
+"""The :class:`ForestRecall` of a discourse tree: earlier topics a query brings back verbatim.
 
 Context-Agent shows only the active path verbatim; this extension (``recall_topics`` > 0)
 scores every turn as KadaneDial does (cosine plus weighted BM25, shaped, then dialled with
@@ -20,14 +20,14 @@ from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_records import Plan
 from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
 
-__all__ = ["Recall"]
+__all__ = ["ForestRecall"]
 
 
-class Recall:
+class ForestRecall:
     """Which earlier topics come back verbatim for a query, and why.
 
     Keeps a BM25 index of the turns (document ``i`` = turn ``i``, synced as turns arrive) and
-    the last query's scores. A new :class:`Recall` goes with a new forest (a reset).
+    the last query's scores. A new :class:`ForestRecall` goes with a new forest (a reset).
 
     Args:
         topics: Most topics that come back (``DiscourseTreeConfig.recall_topics``, default 3; 0: none).

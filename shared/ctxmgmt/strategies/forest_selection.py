@@ -2,8 +2,8 @@
 
 - :func:`summary_sections`: the other topics and side branches, one summary section each.
 - :func:`summary_text`: the summary block's text, with each section's key terms.
-- :class:`Selection`: the active path, the recalled and recent turns and the sections kept,
-  cut to the caps and the budget, with the reasons :meth:`DiscourseTreeStrategy.select
+- :class:`ForestSelection`: the active path, the recalled and recent turns and the sections
+  kept, cut to the caps and the budget, with the reasons :meth:`DiscourseTreeStrategy.select
   <ctxmgmt.strategies.discourse_tree.DiscourseTreeStrategy.select>` reports.
 """
 
@@ -24,7 +24,7 @@ from ctxmgmt.strategies.forest_records import Plan, Section
 
 __all__ = [
     "HEADER",
-    "Selection",
+    "ForestSelection",
     "decision_lines",
     "first_query_details",
     "key_terms",
@@ -133,14 +133,14 @@ def decision_lines(plan: Plan) -> list[str]:
 
 
 @dataclass
-class Selection:
+class ForestSelection:
     """What one context shows: verbatim turns and summary sections, and what was cut and why.
 
     Attributes:
         plan: The query's plan.
         relevance: Every turn's relevance to the query (zeros without recall).
         path: The active path (root to the node the query follows; empty for a new topic).
-        recalled: Recalled topics' turns by tree (:meth:`~ctxmgmt.strategies.forest_recall.Recall.recalled`).
+        recalled: Recalled topics' turns by tree (:meth:`.forest_recall.ForestRecall.recalled`).
         recall_lines: Why each came back.
         recent: The newest turns shown although off the path (``recent_turns``).
         sections: Every summary section, in layout order (:func:`summary_sections`).
@@ -175,11 +175,11 @@ class Selection:
         *,
         turns: int,
         recent_turns: int,
-    ) -> Selection:
+    ) -> ForestSelection:
         """Every turn and section ``plan`` could show, every section kept.
 
-        Its path, the ``recalled`` turns (``Recall.recalled``), the newest ``recent_turns`` of
-        ``turns`` and the summary sections (``sims``: the query's cosine with every turn;
+        Its path, the ``recalled`` turns (``ForestRecall.recalled``), the newest
+        ``recent_turns`` of ``turns`` and the summary sections (``sims``: the query's cosine with every turn;
         ``relevance``: every turn's, which recalled turns the budget drops first).
         """
         path = forest.path(plan.parent) if plan.tree is not None else []
@@ -287,8 +287,20 @@ class Selection:
             )
         return lines
 
-    def details(self, forest: Forest, llm_calls: int, explain: list[str]) -> dict[str, Any]:
-        """The context's ``details``: the plan, the topic scores, what is shown and cut, the counts."""
+    def explain(self, forest: Forest, share: float | None) -> list[str]:
+        """The explanation: the decisions, why topics came back, the part of ``forest`` shown, the cuts.
+
+        ``share`` is the ``summary_share`` the summaries were capped by.
+        """
+        trees, turns = self.drawn()
+        drawing = forest.text(self.plan, trees=trees, turns=turns)
+        return [*decision_lines(self.plan), *self.recall_lines, *drawing.splitlines(), *self.cut_lines(share)]
+
+    def details(self, forest: Forest, llm_calls: int, share: float | None) -> dict[str, Any]:
+        """The context's ``details``: the plan, the topic scores, what is shown and cut, the counts.
+
+        ``llm_calls`` is the strategy's count; ``share`` the ``summary_share`` (:meth:`explain`).
+        """
         described = self.plan.to_dict()
         scores = described.pop("scores")
         return {
@@ -303,5 +315,5 @@ class Selection:
             "trees": len(forest.trees),
             "branches": len(forest.branches),
             "llm_calls": llm_calls,
-            "explain": explain,
+            "explain": self.explain(forest, share),
         }

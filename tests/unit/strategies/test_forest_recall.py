@@ -1,4 +1,4 @@
-"""Recall: KadaneDial's scores of every turn, the topics that come back and why."""
+"""ForestRecall: KadaneDial's scores of every turn, the topics that come back and why."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ctxmgmt import Message, Turn, kadane_dial
 from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.components.decider import BranchDecision, TopicDecision
 from ctxmgmt.strategies.forest import Forest
-from ctxmgmt.strategies.forest_recall import Recall
+from ctxmgmt.strategies.forest_recall import ForestRecall
 from ctxmgmt.strategies.forest_records import Plan
 
 BAKING = ["sourdough starter Bubbles rye flour", "Bubbles doubled overnight", "proof the sourdough dough"]
@@ -48,28 +48,32 @@ def ahead(tree: int, parent: int) -> Plan:
 
 def test_no_recall_without_topics():
     forest, _ = build([BAKING, TAXES])
-    recall = Recall(topics=0, ratio=0.65, window=3)
+    recall = ForestRecall(topics=0, ratio=0.65, window=3)
     assert recall.recalled(forest, ahead(1, 5), "Bubbles", np.ones(6), [0]) == ({}, [])
 
 
 def test_the_best_topic_comes_back_within_its_window():
     forest, _ = build([[*BAKING, "feed twice a day", "bake at 250 degrees"], TAXES])
     relevance = np.array([0.1, 0.2, 0.3, 0.9, 0.2, 0.0, 0.4, 0.0])
-    recalled, lines = Recall(topics=3, ratio=0.65, window=1).recalled(
+    recalled, lines = ForestRecall(topics=3, ratio=0.65, window=1).recalled(
         forest, ahead(1, 7), "q", relevance, [3, 6]
     )
     assert recalled == {0: [2, 3, 4]}  # topic 1's score 0.4 is under 0.65 of 0.9
     assert lines == ["recalled topic 1: best turn 3 (relevance 0.90)"]
-    both, lines = Recall(topics=3, ratio=0.4, window=1).recalled(forest, ahead(1, 7), "q", relevance, [3, 6])
+    both, lines = ForestRecall(topics=3, ratio=0.4, window=1).recalled(
+        forest, ahead(1, 7), "q", relevance, [3, 6]
+    )
     assert both == {0: [2, 3, 4], 1: [5, 6, 7]} and len(lines) == 2
-    one, _ = Recall(topics=1, ratio=0.4, window=1).recalled(forest, ahead(1, 7), "q", relevance, [3, 6])
+    one, _ = ForestRecall(topics=1, ratio=0.4, window=1).recalled(forest, ahead(1, 7), "q", relevance, [3, 6])
     assert one == {0: [2, 3, 4]}
 
 
 def test_returning_to_a_topic_and_pointing_at_the_last_answer_bring_paths_back():
     forest, _ = build([BAKING, TAXES])
     back = Plan(query="q", topic=TopicDecision("switch", 0, "back"), tree=0, parent=2, branch=0)
-    recalled, lines = Recall(topics=3, ratio=0.65, window=1).recalled(forest, back, "q", np.zeros(6), [])
+    recalled, lines = ForestRecall(topics=3, ratio=0.65, window=1).recalled(
+        forest, back, "q", np.zeros(6), []
+    )
     assert recalled == {0: [0, 1, 2]} and lines == [
         "the query returns to topic 1: its newest path comes back"
     ]
@@ -80,10 +84,10 @@ def test_returning_to_a_topic_and_pointing_at_the_last_answer_bring_paths_back()
         parent=3,
         branch_decision=BranchDecision("create_branch", 3, "fork"),
     )
-    assert Recall(topics=3, ratio=0.65, window=1).recalled(forest, branching, "q", np.zeros(6), [])[0] == {
-        1: [3, 4, 5]
-    }
-    pointer, lines = Recall(topics=3, ratio=0.65, window=1).recalled(
+    assert ForestRecall(topics=3, ratio=0.65, window=1).recalled(forest, branching, "q", np.zeros(6), [])[
+        0
+    ] == {1: [3, 4, 5]}
+    pointer, lines = ForestRecall(topics=3, ratio=0.65, window=1).recalled(
         forest, ahead(0, 2), "what was your last response?", np.zeros(6), []
     )
     assert pointer == {1: [3, 4, 5]} and "pointer at the latest answer ('your last')" in lines[0]
@@ -100,7 +104,7 @@ def test_scores_are_kept_for_the_same_query_until_a_turn_is_placed(monkeypatch):
 
     monkeypatch.setattr(module, "kadane_dial", counting)
     forest, turns = build([BAKING, TAXES])
-    recall = Recall(topics=3, ratio=0.65, window=3)
+    recall = ForestRecall(topics=3, ratio=0.65, window=3)
     q = HashingEmbedder().embed(["Bubbles rye flour"])[0]
     relevance, found = recall.scored(forest, turns, "Bubbles rye flour", q)
     assert relevance.shape == (6,) and relevance[0] == pytest.approx(relevance.max())

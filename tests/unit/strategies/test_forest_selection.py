@@ -12,7 +12,7 @@ from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_records import Plan, Section
 from ctxmgmt.strategies.forest_selection import (
     HEADER,
-    Selection,
+    ForestSelection,
     decision_lines,
     first_query_details,
     summary_sections,
@@ -91,7 +91,7 @@ def test_summary_text_lists_sections_with_their_key_terms():
 
 def test_selection_keeps_the_most_similar_sections_in_layout_order():
     f, _ = build()
-    selection = Selection.of(f, plan_to(0, 3, 1), ({}, []), SIMS, np.zeros(6), turns=6, recent_turns=0)
+    selection = ForestSelection.of(f, plan_to(0, 3, 1), ({}, []), SIMS, np.zeros(6), turns=6, recent_turns=0)
     assert selection.path == [0, 2, 3] and selection.verbatim == [0, 2, 3] and len(selection.kept) == 2
     selection.keep_most_similar(1)
     assert [s.kind for s in selection.kept] == ["topic"] and len(selection.sections) == 2
@@ -99,10 +99,10 @@ def test_selection_keeps_the_most_similar_sections_in_layout_order():
     assert len(selection.kept) == 1
 
 
-def recalled_topic_two(relevance: np.ndarray) -> Selection:
+def recalled_topic_two(relevance: np.ndarray) -> ForestSelection:
     f, _ = build()
     recalled = ({1: [4, 5]}, ["recalled topic 2"])
-    return Selection.of(f, plan_to(0, 3, 1), recalled, SIMS, relevance, turns=6, recent_turns=0)
+    return ForestSelection.of(f, plan_to(0, 3, 1), recalled, SIMS, relevance, turns=6, recent_turns=0)
 
 
 def test_the_summaries_give_way_when_several_topics_are_verbatim():
@@ -151,7 +151,7 @@ def test_reasons_drawing_and_details():
     assert selection.run_reason([1], f, 2) == "one of the last 2 turns"
     assert selection.summary_reason() == "0 other topics and 1 side branches, summarised"
     assert selection.drawn() == ([0, 1], {0, 1, 2, 3, 4, 5})
-    details = selection.details(f, 3, ["line"])
+    details = selection.details(f, 3, 0.3)
     assert list(details) == [
         "plan",
         "topic_scores",
@@ -170,6 +170,11 @@ def test_reasons_drawing_and_details():
     assert "scores" not in details["plan"] and details["sections"] == [
         Section("branch", 0, 0, "s1.", [1], 0.2, 0).details()
     ]
+    assert (
+        details["explain"][:3] == decision_lines(selection.plan)
+        and details["explain"][3] == "recalled topic 2"
+    )
+    assert details["explain"][4:] == f.text(selection.plan).splitlines()  # every turn is in this context
     json.dumps(details)
 
 

@@ -51,7 +51,8 @@ from ctxmgmt.app.testing import CachingEmbedder  # noqa: E402
 from ctxmgmt.components.decider import NEW_TOPIC_CUES, EmbeddedDecider, TopicView, has_cue  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
-from ctxmgmt.strategies.discourse_tree import WINDOW_NODES, DiscourseTreeStrategy  # noqa: E402
+from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
+from ctxmgmt.strategies.forest import WINDOW_NODES  # noqa: E402
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"

@@ -5,7 +5,7 @@
   covered by summaries or entity lists, with the gold evidence marked.
 
 The benchmark's charts are in :mod:`ctxmgmt.app.bench.plots`; the discourse forest's picture is
-:func:`ctxmgmt.strategies.forest_render.plot_forest`. Both draw with the helpers here.
+:func:`ctxmgmt.strategies.forest_plot.plot_forest`. Both draw with the helpers here.
 
 matplotlib is optional (``pip install "ctxmgmt[cli]"``) and imported inside the function; the
 figure is rendered with the Agg backend directly, so the caller's pyplot backend is untouched.

@@ -223,12 +223,12 @@ def test_state_round_trip_without_recomputing(hashing_embedder):
     assert len(hashing_embedder.calls) == calls
     assert clone.nodes == s.nodes and clone.trees == s.trees and clone.branches == s.branches
     assert clone.explain() == s.explain()
-    np.testing.assert_allclose(np.vstack(clone._query_vectors), np.vstack(s._query_vectors))
+    np.testing.assert_allclose(np.vstack(clone._forest.query_vectors), np.vstack(s._forest.query_vectors))
     q = hashing_embedder.embed(["the Louvre museum"])[0]
     assert clone._topic_views(q) == s._topic_views(q)
     legacy = {k: v for k, v in state.items() if k != "query_embeddings"}  # saved before they existed
     clone.load_state(legacy)
-    assert len(clone._query_vectors) == len(s.nodes)
+    assert len(clone._forest.query_vectors) == len(s.nodes)
     with pytest.raises(ConfigurationError):
         clone.load_state({"strategy": "kadanedial"})
 
@@ -494,52 +494,6 @@ def test_render_html_of_an_empty_forest(hashing_embedder):
     assert "Empty forest" in page and html_nodes(page) == {}
 
 
-def test_forest_layout_is_a_tidy_tree_without_overlaps():
-    from ctxmgmt.strategies.forest_render import _forest_layout
-
-    nodes = [
-        {"id": 0, "parent": None},
-        {"id": 1, "parent": 0},
-        {"id": 2, "parent": 0},
-        {"id": 3, "parent": 1},
-        {"id": 4, "parent": None},
-        {"id": 5, "parent": 2},
-        {"id": 6, "parent": 2},
-        {"id": 7, "parent": 4},
-    ]
-    pos = _forest_layout(nodes)
-    assert sorted(pos) == list(range(8))
-    for n in nodes:
-        if n["parent"] is not None:
-            assert pos[n["id"]][1] > pos[n["parent"]][1]
-    assert len(set(pos.values())) == len(pos)
-    assert pos[0][1] == pos[4][1] == 0 and pos[4][0] > max(pos[i][0] for i in (0, 1, 2, 3, 5, 6))
-    assert pos[2][0] == (pos[5][0] + pos[6][0]) / 2  # a parent sits over its children
-    # wrapped into rows: the second tree goes below the first, still tidy
-    rows = _forest_layout(nodes, width=3)
-    assert rows[4][1] > max(rows[i][1] for i in (0, 1, 2, 3, 5, 6)) and rows[4][0] == 0
-    assert len(set(rows.values())) == len(rows)
-
-
-def test_forest_layout_handles_a_large_random_forest_and_a_long_chain():
-    import random
-
-    from ctxmgmt.strategies.forest_render import _forest_layout
-
-    rng = random.Random(7)
-    nodes = [{"id": 0, "parent": None}]
-    for i in range(1, 150):
-        nodes.append({"id": i, "parent": None if rng.random() < 0.1 else rng.randrange(i)})
-    for width in (None, 40):
-        pos = _forest_layout(nodes, width=width)
-        assert len(pos) == 150 and len(set(pos.values())) == 150
-        assert all(pos[n["id"]][1] > pos[n["parent"]][1] for n in nodes if n["parent"] is not None)
-    chain = [
-        {"id": i, "parent": i - 1 if i else None} for i in range(3000)
-    ]  # deeper than the recursion limit
-    assert _forest_layout(chain)[2999] == (0.0, 2999.0)
-
-
 def test_plot_writes_a_png_of_the_forest(hashing_embedder, tmp_path):
     pytest.importorskip("matplotlib")
     s = forest(hashing_embedder)
@@ -552,7 +506,7 @@ def test_plot_writes_a_png_of_the_forest(hashing_embedder, tmp_path):
 
 def test_plot_of_a_large_forest_and_of_an_empty_one(hashing_embedder, tmp_path):
     pytest.importorskip("matplotlib")
-    from ctxmgmt.strategies.forest_render import plot_forest
+    from ctxmgmt.strategies.forest_plot import plot_forest
 
     nodes = [
         {
@@ -582,9 +536,9 @@ def test_topic_views_carry_the_recent_window_and_the_last_query(hashing_embedder
     (view,) = [v for v in s._topic_views(q) if v.active]
     tree = s.trees[view.id]
     assert view.last_query == s.nodes[tree.current].query == "cat toys"
-    window = np.sum([s._query_vectors[i] for i in tree.nodes[-3:]], axis=0)  # user messages only
+    window = np.sum([s._forest.query_vectors[i] for i in tree.nodes[-3:]], axis=0)  # user messages only
     assert view.window == pytest.approx(float(window @ q / np.linalg.norm(window)))
-    whole_turns = max(float(s._vectors[i] @ q) for i in tree.nodes)  # replies included
+    whole_turns = max(float(s._forest.vectors[i] @ q) for i in tree.nodes)  # replies included
     assert view.content == pytest.approx(whole_turns)
     assert view.score == max(view.similarity, view.recent, view.best, view.content)
 
@@ -627,7 +581,7 @@ def test_returning_to_an_earlier_topic_brings_its_turns_back_verbatim_within_bud
 
 def test_the_same_query_is_scored_once_until_a_turn_is_placed(hashing_embedder, monkeypatch):
     # Memory truncating a block selects the same query again: the second selection only trims.
-    import ctxmgmt.strategies.discourse_tree as module
+    import ctxmgmt.strategies.forest_recall as module
 
     passes: list[int] = []
 

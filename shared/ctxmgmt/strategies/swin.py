@@ -257,7 +257,7 @@ class SWinStrategy(Strategy):
     @property
     def _recalling(self) -> bool:
         """Whether passages are indexed for recall (``recall_share`` and ``recall_ratio`` above 0)."""
-        return self.recall_share > 0 and self.recall_ratio > 0
+        return self.config.recall_share > 0 and self.config.recall_ratio > 0
 
     # -- windows ---------------------------------------------------------------------------
     def _on_add(self, turns: list[Turn]) -> None:

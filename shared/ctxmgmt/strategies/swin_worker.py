@@ -30,7 +30,11 @@ class SummaryWorker:
         self._pending.append(self._executor.submit(job))
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every job submitted so far has run (a job's exception is raised here)."""
+        """Wait until every job submitted so far has run.
+
+        The exception of a job still pending is raised here; a job that was done when a later
+        one was submitted is no longer waited for (its exception is dropped).
+        """
         pending, self._pending = self._pending, []
         for future in pending:
             future.result(timeout=timeout)

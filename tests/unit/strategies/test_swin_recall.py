@@ -41,7 +41,7 @@ def test_passages_carry_speaker_and_date():
         3,
         (
             Message("user", "I adopted a dog last week.", timestamp="2023/05/25 (Thu) 23:07", name="Ann"),
-            Message("assistant", "   "),
+            Message("assistant", "", media=("image",)),  # no text: no passage
             Message("assistant", "That is lovely news indeed."),
         ),
     )

@@ -67,7 +67,7 @@ def test_the_tail_is_summarised_as_one_shorter_window():
 
 
 def test_a_new_session_restarts_the_windows_and_keeps_the_memory():
-    windows, summarize = make(window=2, overlap=0), Summaries()
+    windows, summarize = make(window=2, overlap=0, dedup_threshold=1.0), Summaries()
     windows.add(turns(4), summarize)
     windows.next_session()
     assert (windows.session, windows.next_start, windows.covered) == (1, 0, -1)

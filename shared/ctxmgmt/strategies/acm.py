@@ -163,13 +163,14 @@ class ACMStrategy(Strategy):
     Example:
         >>> from ctxmgmt import Message, Turn
         >>> s = ACMStrategy(
-        ...     token_budget=60, token_counter=lambda t: len(t.split()),
+        ...     token_budget=200, token_counter=lambda t: len(t.split()),
         ...     entity_extractor=lambda t: [(w, "NAME") for w in t.split() if w.istitle()],
         ... )
-        >>> for i in range(12):
+        >>> for i in range(20):
         ...     s.add(Turn(i, (Message("user", f"Fact {i} concerns Paris."), Message("assistant", "Ok."))))
-        >>> [b.kind for b in s.select("What about Paris?").blocks]
-        ['entities', 'turns', 'summary', 'turns']
+        >>> [b.reason for b in s.select("And then?").blocks]  # doctest: +NORMALIZE_WHITESPACE
+        ['entity tier: 2 of 3 entities of turns 0-2', 'summary tier: 1 of 1 summaries',
+         'verbatim tier: the newest turns (floor 150 of 200 tokens)']
     """
 
     name = "acm"

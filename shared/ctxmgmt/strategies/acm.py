@@ -298,15 +298,15 @@ class ACMStrategy(Strategy):
         ``budget`` None uses ``token_budget``. See the class docstring for the priorities.
         """
         query = bound_input(query)  # a huge message is read within the one input bound
-        b = self.token_budget if budget is None else max(0, int(budget))
+        limit = self.token_budget if budget is None else max(0, int(budget))
         packer = BudgetPacker(
             self.config, self._cascade, self._turn_tokens, self._lexical, self._measure, self.cascade_floor
         )
         layout = ContextLayout(self, self._cascade, self.config)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if self.stable_layout:
-            return layout.stable(context, packer.pack_stable(query, b))
-        return layout.default(context, packer.pack(query, b))
+            return layout.stable(context, packer.pack_stable(query, limit))
+        return layout.default(context, packer.pack(query, limit))
 
     # -- persistence --------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:

@@ -36,7 +36,7 @@ class ContextLayout:
 
     def default(self, context: Context, packing: Packing) -> Context:
         """Entities, recalled and older query turns, summaries, verbatim turns: chronological."""
-        b, start = packing.budget, self.cascade.verbatim_start
+        budget, start = packing.budget, self.cascade.verbatim_start
         if packing.entity_lines:
             reason = f"entity tier: {len(packing.entity_lines)} of {len(packing.ranked)} entities"
             reason += f" of turns 0-{self.cascade.entity_end - 1}"
@@ -52,10 +52,10 @@ class ContextLayout:
         if packing.summary_lines:
             context.blocks.append(self._summary_block(packing))
         if packing.verbatim:
-            reason = f"verbatim tier: the newest turns (floor {packing.floor} of {b} tokens)"
+            reason = f"verbatim tier: the newest turns (floor {packing.floor} of {budget} tokens)"
             context.blocks.append(self.strategy.turns_block(packing.verbatim, reason))
         # Belt and braces: block counts are exact, so this never trims; it guards the guarantee.
-        while context.blocks and context.tokens > b:  # pragma: no cover
+        while context.blocks and context.tokens > budget:  # pragma: no cover
             context.blocks.pop(0)
         tiers = self.cascade.tiers(len(self.strategy))
         context.details.update(
@@ -71,7 +71,7 @@ class ContextLayout:
 
         Over the budget (far below the cascade budget), the prefix's text blocks go first.
         """
-        b = packing.budget
+        budget = packing.budget
         if packing.entity_lines:
             reason = f"entity tier: {len(packing.entity_lines)} of {len(packing.ranked)} entities"
             context.blocks.append(self._entity_block(packing, f"{reason}, ranked without the query"))
@@ -84,7 +84,7 @@ class ContextLayout:
         if asked:
             reason = "the query's turns: spans and mentioned entities"
             context.blocks.append(self.strategy.turns_block(asked, reason))
-        while context.blocks and context.tokens > b:  # pragma: no cover - each part was fitted to b
+        while context.blocks and context.tokens > budget:  # pragma: no cover - each part was fitted to it
             context.blocks.pop(0)
         prefix = len(context.blocks) - (1 if asked and context.blocks else 0)
         context.details.update(
@@ -92,7 +92,7 @@ class ContextLayout:
             stable_blocks=prefix,
             **self._call_counts(),
             explain=[
-                f"stable layout: budget {b}, cascade budget {self.config.token_budget}; "
+                f"stable layout: budget {budget}, cascade budget {self.config.token_budget}; "
                 f"prefix of {prefix} blocks (entities, summaries, turns {span(packing.verbatim)}), "
                 f"then the query's turns {asked}",
                 *self.cascade.log[-5:],

@@ -7,15 +7,18 @@ What they derive from a strategy class (:mod:`~ctxmgmt.adapter.kit`), where thei
 and are still readable here, with a ``DeprecationWarning``, until the next release.
 """
 
+import importlib
 import warnings
 from typing import Any
 
+#: The part's modules: never forwarded, so ``from ctxmgmt.adapter import kit`` imports them.
+_MODULES = frozenset({"kit", "offload", "copying"})
+
 
 def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
+    if name.startswith("__") or name in _MODULES:
         raise AttributeError(name)
-    from ctxmgmt.adapter import kit
-
+    kit = importlib.import_module("ctxmgmt.adapter.kit")
     if not hasattr(kit, name):
         raise AttributeError(f"module 'ctxmgmt.adapter' has no attribute {name!r}")
     warnings.warn(

@@ -28,7 +28,7 @@ from ctxmgmt.scoring.relevance import fused_relevance
 from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.params import MemoryConfig, cache_friendly_param, param
-from ctxmgmt.strategies.topic_thread_picks import Picks
+from ctxmgmt.strategies.topic_thread_picks import FILL, Picks
 from ctxmgmt.strategies.topic_thread_slot import Slot as Slot
 from ctxmgmt.strategies.topic_thread_slot_table import SlotScore, SlotTable
 
@@ -350,9 +350,7 @@ class TopicThreadStrategy(Strategy):
         if fill:  # only turns more relevant than the average turn
             others = [slot for p, slot in enumerate(slots) if p not in retrieved]
             floor = float(relevance.mean())
-            picks.take_thread_turns(
-                others, relevance, costs, per_thread=per_thread, label="fill, thread", floor=floor
-            )
+            picks.take_thread_turns(others, relevance, costs, per_thread=per_thread, label=FILL, floor=floor)
 
     def _blocks(self, picks: Picks, summaries: list[tuple[Slot, Block]], recent: list[int]) -> list[Block]:
         """Summaries of threads not wholly shown (oldest thread first), then the turns in runs."""

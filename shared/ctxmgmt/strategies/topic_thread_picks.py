@@ -11,7 +11,9 @@ from ctxmgmt.messages.context import Block
 from ctxmgmt.strategies.topic_thread_slot import Slot
 
 RETRIEVED = "thread"
-"""Label of a turn taken from a retrieved thread (a fill turn's label is ``"fill, thread"``)."""
+"""How a turn's reason names the retrieved thread it was taken from."""
+FILL = "fill, thread"
+"""How a turn's reason names the other thread it was taken from to fill the budget."""
 
 
 @dataclass
@@ -92,9 +94,9 @@ class Picks:
             relevance: Relevance of every turn to the query.
             costs: Tokens of every turn.
             per_thread: Most candidates per thread (its most relevant turns not yet taken).
-            label: How the reason names the thread: :data:`RETRIEVED` for a retrieved thread;
-                another label marks the turns as ``filled``, and what does not fit is then
-                not reported as dropped.
+            label: How the reason names the thread: :data:`RETRIEVED` (a retrieved thread)
+                or :data:`FILL` (any other label): its turns are ``filled`` and what does not
+                fit is not reported as dropped.
             floor: Only turns more relevant than this are candidates.
         """
         candidates: list[tuple[float, int, int]] = []

@@ -194,12 +194,13 @@ class SlotTable:
         lines = [f"{head}; write-back: {self.counts_text()}"]
         if fallback:
             lines.append("no thread scored above tau: the best one is retrieved (top-1 fallback)")
-        for th in sorted(threads, key=lambda th: -th["score"]):
-            mark = "*" if th["retrieved"] else " "
+        for row in sorted(threads, key=lambda row: -row["score"]):
+            mark = "*" if row["retrieved"] else " "
             lines.append(
-                f"{mark} thread {th['slot']} turns {th['turns']} ({th['size']} turns, {th['items']} items): "
-                f"score {th['score']:.3f} = cos {th['cosine']:.3f} x exp(-{rules.alpha:g} x "
-                f"{th['since_retrieved']}) = decay {th['decay']:.3f}"
+                f"{mark} thread {row['slot']} turns {row['turns']} "
+                f"({row['size']} turns, {row['items']} items): score {row['score']:.3f} = "
+                f"cos {row['cosine']:.3f} x exp(-{rules.alpha:g} x {row['since_retrieved']}) = "
+                f"decay {row['decay']:.3f}"
             )
         return lines
 

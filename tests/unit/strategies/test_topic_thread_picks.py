@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ctxmgmt.messages.context import Block
-from ctxmgmt.strategies.topic_thread_picks import RETRIEVED, Picks
+from ctxmgmt.strategies.topic_thread_picks import FILL, RETRIEVED, Picks
 from ctxmgmt.strategies.topic_thread_slot import Slot
 
 
@@ -87,13 +87,13 @@ def test_fill_turns_are_above_the_floor_marked_filled_and_never_reported_dropped
     threads = [Slot(id=2, turns=[0, 1, 2])]
     relevance = np.array([0.9, 0.6, 0.1])
     picks = Picks(3)
-    picks.take_thread_turns(threads, relevance, [2, 2, 1], per_thread=3, label="fill, thread", floor=0.5)
+    picks.take_thread_turns(threads, relevance, [2, 2, 1], per_thread=3, label=FILL, floor=0.5)
     assert picks.turns == {0}  # turn 1 does not fit, turn 2 is below the floor
     assert picks.filled == [0] and picks.dropped == []
     assert picks.reasons == {0: "fill, thread 2 (relevance 0.90)"}
 
 
-@pytest.mark.parametrize("label", [RETRIEVED, "fill, thread"])
+@pytest.mark.parametrize("label", [RETRIEVED, FILL])
 def test_ties_go_to_the_earlier_turn(label):
     picks = Picks(1)
     picks.take_thread_turns(

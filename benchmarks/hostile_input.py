@@ -99,7 +99,8 @@ def entity_parser() -> list[float]:
 
 @case
 def embed_5mb() -> list[float]:
-    from ctxmgmt.components.embedder import default_embedder, embed_documents
+    from ctxmgmt.components.embedder import default_embedder
+    from ctxmgmt.components.embedding_calls import embed_documents
 
     embedder = default_embedder()
     embed_documents(embedder, ["warm up"])

@@ -1,18 +1,14 @@
 """Pluggable components, each a small protocol with an offline default."""
 
+from ctxmgmt.components.callable_embedder import CallableEmbedder
 from ctxmgmt.components.decider import (
     Decider,
     EmbeddedDecider,
     LLMDecider,
     as_decider,
 )
-from ctxmgmt.components.embedder import (
-    CallableEmbedder,
-    Embedder,
-    SentenceTransformerEmbedder,
-    as_embedder,
-    default_embedder,
-)
+from ctxmgmt.components.embedder import as_embedder, default_embedder
+from ctxmgmt.components.embedder_protocol import Embedder
 from ctxmgmt.components.entities import (
     CallableEntityExtractor,
     Entity,
@@ -21,6 +17,7 @@ from ctxmgmt.components.entities import (
     SpacyEntityExtractor,
     as_entity_extractor,
 )
+from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder
 from ctxmgmt.components.static_embedder import StaticEmbedder
 from ctxmgmt.components.summarizer import (
     BriefSummarizer,

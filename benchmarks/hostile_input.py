@@ -122,7 +122,7 @@ def spacy_1mb() -> list[float]:
 
 @case
 def summary_short_sentences() -> list[float]:
-    from ctxmgmt.components.summarizer import ExtractiveSummarizer
+    from ctxmgmt.components.extractive_summarizer import ExtractiveSummarizer
 
     summarizer = ExtractiveSummarizer()
     window = "user: " + " ".join(f"cats eat fish{i % 97}." for i in range(4_000))

@@ -12,8 +12,9 @@ from ctxmgmt.scoring.lexical import STOPWORDS
 class BriefSummarizer:
     """Default node summariser: the turn's most informative sentence in telegraphic form (no LLM).
 
-    The sentence is the user's earliest among the three :class:`ExtractiveSummarizer` ranks
-    best (names, numbers, dates, centrality), else its first; stop words are then dropped (words with
+    The sentence is the user's earliest among the three
+    :class:`~ctxmgmt.components.extractive_summarizer.ExtractiveSummarizer` ranks best (names,
+    numbers, dates, centrality), else its first; stop words are then dropped (words with
     digits kept) and the rest cut at ``max_words``. The user's sentences lose their
     ``user:`` prefix; other speakers keep theirs. A topic summary joins many node summaries,
     so each must cost a fraction of its turn.

@@ -27,7 +27,8 @@ def embedder_name(embedder: Any) -> str:
 def embedder_dimension(embedder: Any) -> int | None:
     """The dimension ``embedder`` declares for its vectors (its ``dimension``), without embedding.
 
-    Restored vectors are checked against it (:func:`restored_vectors`), so a stored state whose
+    Restored vectors are checked against it
+    (:func:`~ctxmgmt.components.embedding_checks.restored_vectors`), so a stored state whose
     vectors all have another dimension is rebuilt instead of failing every query. None when the
     embedder declares none (the check is then left to the first new embedding).
     """

@@ -22,9 +22,10 @@ class EmbeddingCache:
     memory stays bounded however long the conversation. It survives a strategy's ``reset``, so a
     rebuild after an edited history re-embeds only the turns whose text changed.
 
-    Vectors are checked before they are stored (:func:`checked_vectors`): one finite vector
-    per text, all of one dimension (that of the first vector stored), so a faulty embedder
-    raises :class:`~ctxmgmt.messages.exceptions.ComponentError` and leaves nothing behind; the next
+    Vectors are checked before they are stored
+    (:func:`~ctxmgmt.components.embedding_checks.checked_vectors`): one finite vector per text,
+    all of one dimension (that of the first vector stored), so a faulty embedder raises
+    :class:`~ctxmgmt.messages.exceptions.ComponentError` and leaves nothing behind; the next
     call embeds again.
 
     Args:

@@ -29,7 +29,9 @@ def _run(embedder: Any, call: Callable[[], Any]) -> Any:
 
 
 def embed_documents(embedder: Embedder, texts: Sequence[str], *, dim: int | None = None) -> np.ndarray:
-    """Embed document texts in one batch, checked (:func:`checked_vectors`); shape (len(texts), dim).
+    """Embed document texts in one batch, checked; shape (len(texts), dim).
+
+    The vectors pass :func:`~ctxmgmt.components.embedding_checks.checked_vectors`.
 
     Each text is cut to :data:`~ctxmgmt.components.llm_call.MAX_INPUT_CHARS` characters first
     (:func:`~ctxmgmt.components.llm_call.bound_input`), so no message makes an embedder tokenise

@@ -65,11 +65,11 @@ def _sentences(window_text: str) -> list[tuple[str, str]]:
 
 
 def _centrality(words: Sequence[set[str]], rows: Sequence[int], sample: Sequence[int]) -> list[float]:
-    """Mean word overlap (:func:`jaccard`) of each sentence of ``rows`` with the others of ``sample``.
+    """Mean word overlap (Jaccard) of each sentence of ``rows`` with the others of ``sample``.
 
     Every overlap at once, from one matrix product of the sentences' word incidence; each mean
     is summed in ``sample`` order as Python floats, so it equals the mean of the pairwise
-    :func:`jaccard` values to the last bit (a score tie falls the same way).
+    :func:`~ctxmgmt.components.summary_words.jaccard` values to the last bit (a score tie falls the same way).
     """
     if not rows:
         return []

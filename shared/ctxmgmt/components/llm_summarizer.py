@@ -125,7 +125,7 @@ class LLMSummarizer(LLMCaller):
     that use only the excerpt; the window and the memory are wrapped in ``<conversation>`` /
     ``<memory>`` tags that the model is told to treat as data. ``prompt`` replaces it (same
     ``str.format`` fields: ``{max_items}``, ``{memory}``, ``{conversation}``). If the call raises, or its
-    answer holds no item, the ``fallback`` (default :class:`ExtractiveSummarizer`) summarises
+    answer holds no item, the ``fallback`` (default ``ExtractiveSummarizer``) summarises
     the window instead and a warning is logged: a window is never lost. Each call is bounded
     (:class:`~ctxmgmt.components.llm_call.LLMCaller`): after ``timeout`` seconds the fallback
     answers, and the window text in the prompt is cut to ``max_input_chars`` characters.

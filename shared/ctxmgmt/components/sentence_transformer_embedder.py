@@ -127,10 +127,11 @@ class SentenceTransformerEmbedder:
 
     Mean-pooling models (such as the default) run as a frozen TorchScript graph with float16
     Linear weights, built once per process: ``SentenceTransformer.encode``'s vectors within
-    :data:`HALF_WEIGHTS_TOLERANCE` (cosine >= 0.99999) at a fraction of the latency on short
-    texts (a query: 3.4 ms, against 7.6 ms with float32 weights and 19.9 ms through ``encode``,
-    on 2 CPU cores). It serves calls of up to 8 texts (a chat's query or new turn); larger batches,
-    other models and ``frozen=False`` use ``encode`` (float32 throughout).
+    :data:`~ctxmgmt.components.frozen_encoder.HALF_WEIGHTS_TOLERANCE` (cosine >= 0.99999) at a
+    fraction of the latency on short texts (a query: 3.4 ms, against 7.6 ms with float32
+    weights and 19.9 ms through ``encode``, on 2 CPU cores). It serves calls of up to 8 texts
+    (a chat's query or new turn); larger batches, other models and ``frozen=False`` use
+    ``encode`` (float32 throughout).
 
     ``backend="onnx"`` runs every call through ONNX Runtime instead (extra ``onnx``): ``encode``'s
     vectors within 1e-6, so stored states stay usable either way (all are recorded as

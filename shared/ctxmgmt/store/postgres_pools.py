@@ -81,7 +81,7 @@ def redact(conninfo: str) -> str:
 
 
 CLOSE_SECONDS = 2.0
-"""How long :meth:`PostgresStore.close` waits for a pool's workers (twice that for an async pool)."""
+"""How long :meth:`PostgresPools.close` waits for a pool's workers (twice that for an async pool)."""
 
 
 class PostgresPools:

@@ -146,7 +146,7 @@ def warm_up(variant: str | None = None) -> Any:
 def strategy_for(variant: str, *, embedder: Any, llm: Any = None, extractor: Any = None) -> Any:
     """A new strategy for a memory of :data:`VARIANTS` (``+llm``: the LLM component is ``llm``)."""
     from ctxmgmt.components.decider.llm import LLMDecider
-    from ctxmgmt.components.summarizer import LLMSummarizer
+    from ctxmgmt.components.llm_summarizer import LLMSummarizer
     from ctxmgmt.strategies import (
         ACMStrategy,
         DiscourseTreeStrategy,

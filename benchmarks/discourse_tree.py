@@ -49,7 +49,8 @@ from ctxmgmt.app.bench.data import Dialogue, load_mtbenchplus  # noqa: E402
 from ctxmgmt.app.bench.metrics import percentile  # noqa: E402
 from ctxmgmt.app.testing import CachingEmbedder  # noqa: E402
 from ctxmgmt.components.decider import NEW_TOPIC_CUES, EmbeddedDecider, TopicView, has_cue  # noqa: E402
-from ctxmgmt.components.embedder import default_embedder, normalise  # noqa: E402
+from ctxmgmt.components.embedder import default_embedder  # noqa: E402
+from ctxmgmt.scoring.vectors import normalise  # noqa: E402
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
 from ctxmgmt.strategies.forest import WINDOW_NODES  # noqa: E402

@@ -33,11 +33,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ctxmgmt.app.bench.data import load_locomo  # noqa: E402
-from ctxmgmt.components.embedder import (  # noqa: E402
-    SentenceTransformerEmbedder,
-    _FrozenEncoder,
-    normalise,
-)
+from ctxmgmt.components.frozen_encoder import FrozenEncoder  # noqa: E402
+from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder  # noqa: E402
+from ctxmgmt.scoring.vectors import normalise  # noqa: E402
 
 QUERY = "What did Caroline research for her adoption plans?"
 BATCH = 64
@@ -83,10 +81,10 @@ def main() -> None:
 
     builds: dict[str, float] = {}
     start = time.perf_counter()
-    frozen = _FrozenEncoder(model)
+    frozen = FrozenEncoder(model)
     builds["torch (frozen graph, float16 weights)"] = time.perf_counter() - start
     start = time.perf_counter()
-    frozen32 = _FrozenEncoder(model, half_weights=False)
+    frozen32 = FrozenEncoder(model, half_weights=False)
     builds["torch (frozen graph, float32 weights)"] = time.perf_counter() - start
     onnx_embedder = SentenceTransformerEmbedder(backend="onnx")
     start = time.perf_counter()
@@ -100,7 +98,7 @@ def main() -> None:
         torch.ao.quantization.quantize_dynamic(
             quantised_model[0].auto_model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
         )
-        int8 = _FrozenEncoder(quantised_model, half_weights=False)
+        int8 = FrozenEncoder(quantised_model, half_weights=False)
     builds["int8 dynamic (frozen graph)"] = time.perf_counter() - start
 
     reference = model.encode(texts, batch_size=BATCH, convert_to_numpy=True)

@@ -50,7 +50,7 @@ from encoder import p50_ms  # noqa: E402  (the scripts next to this one)
 from scaling import conversation  # noqa: E402
 
 from ctxmgmt.app.bench.data import load_locomo  # noqa: E402
-from ctxmgmt.components.embedder import SentenceTransformerEmbedder  # noqa: E402
+from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder  # noqa: E402
 
 BATCH = 64
 """Texts per forward pass of the default embedder's batches."""

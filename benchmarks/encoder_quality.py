@@ -31,8 +31,9 @@ import numpy as np  # noqa: E402
 
 from ctxmgmt.app.bench.data import load_dialogues  # noqa: E402
 from ctxmgmt.app.bench.runner import run_memory  # noqa: E402
-from ctxmgmt.components.embedder import SentenceTransformerEmbedder, normalise  # noqa: E402
+from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder  # noqa: E402
 from ctxmgmt.components.static_embedder import StaticEmbedder  # noqa: E402
+from ctxmgmt.scoring.vectors import normalise  # noqa: E402
 from ctxmgmt.strategies import DiscourseTreeStrategy, KadaneDialStrategy, TopicThreadStrategy  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"

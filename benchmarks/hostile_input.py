@@ -99,7 +99,8 @@ def entity_parser() -> list[float]:
 
 @case
 def embed_5mb() -> list[float]:
-    from ctxmgmt.components.embedder import default_embedder, embed_documents
+    from ctxmgmt.components.embedder import default_embedder
+    from ctxmgmt.components.embedding_calls import embed_documents
 
     embedder = default_embedder()
     embed_documents(embedder, ["warm up"])
@@ -121,7 +122,7 @@ def spacy_1mb() -> list[float]:
 
 @case
 def summary_short_sentences() -> list[float]:
-    from ctxmgmt.components.summarizer import ExtractiveSummarizer
+    from ctxmgmt.components.extractive_summarizer import ExtractiveSummarizer
 
     summarizer = ExtractiveSummarizer()
     window = "user: " + " ".join(f"cats eat fish{i % 97}." for i in range(4_000))

@@ -7,7 +7,7 @@ then ``select``) for KadaneDial and the equal-token baselines only, with one Min
 vectors are kept in an SQLite file (``--cache``, default ``/tmp/ctxmgmt_kd_cache.sqlite``), so
 the second run of a variant embeds only the texts it has not seen. Vectors of a batch come from
 ``SentenceTransformer.encode`` (float32), those of a single new text from the frozen float16
-graph; they agree within 5e-4 in cosine (``components/embedder.py``).
+graph; they agree within 5e-4 in cosine (``components/frozen_encoder.py``).
 
 Usage::
 

@@ -59,16 +59,19 @@ def onnx_sessions() -> dict[str, Callable[[str], Any]]:
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from ctxmgmt.components import embedder as emb
+    from ctxmgmt.components import sentence_transformer_embedder
+    from ctxmgmt.components.pooling_encoder import example_batch, hidden_states_module
 
-    model = emb._load_sentence_transformer(emb.bundled_minilm_path())
+    model = sentence_transformer_embedder._load_sentence_transformer(
+        sentence_transformer_embedder.bundled_minilm_path()
+    )
     tokenizer = model.tokenizer
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            emb._hidden_states_module(model),
-            emb._example_batch(),
+            hidden_states_module(model),
+            example_batch(),
             buffer,  # type: ignore[arg-type]
             input_names=["ids", "mask"],
             output_names=["hidden"],
@@ -108,7 +111,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--json")
     args = parser.parse_args()
-    from ctxmgmt.components.embedder import SentenceTransformerEmbedder
+    from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder
     from ctxmgmt.components.static_embedder import StaticEmbedder
 
     minilm, static = SentenceTransformerEmbedder(), StaticEmbedder()

@@ -23,7 +23,7 @@ with the server down (no circuit: each waits for its pool). No network beyond th
 
 Measured 2026-11-25 (``--turns 20 --pause 1.0 --baseline``; 2 shared cores, load average 4-9
 from other jobs): up median 4.2 ms, worst 150 ms; down median 1.5 ms, worst 258 ms (the first
-failing call: :data:`~ctxmgmt.store.postgres.FREE_CONNECTION_WAIT` then a refused connection);
+failing call: :data:`~ctxmgmt.store.postgres_pools.FREE_CONNECTION_WAIT` then a refused connection);
 back: caught up after 2 calls (1.0 s); cold: memory created in 3 ms with the server down, worst
 call 8 ms, stored 2 calls after the server returned; bare ``PostgresStore`` with the server down
 251 ms per call (before this change, a call waited the pool's 30 s timeout).

@@ -25,7 +25,7 @@ from ctxmgmt.app.bench.framework_baselines import (  # noqa: E402
     LlamaIndexSummaryStrategy,
 )
 from ctxmgmt.app.testing import FakeLLM  # noqa: E402
-from ctxmgmt.components.summarizer import LLMSummarizer  # noqa: E402
+from ctxmgmt.components.llm_summarizer import LLMSummarizer  # noqa: E402
 from ctxmgmt.components.tokens import default_token_counter  # noqa: E402
 from ctxmgmt.strategies.swin import SWinStrategy  # noqa: E402
 

@@ -34,8 +34,8 @@ def models_only_where_marked(request, monkeypatch):
     """In a ``-m "not model"`` run, loading MiniLM or spaCy fails the test and names the mark."""
     if request.node.get_closest_marker("model") is not None or not _models_left_out(request.config):
         return
-    import ctxmgmt.components.embedder as embedder_module
     import ctxmgmt.components.entities as entities_module
+    import ctxmgmt.components.sentence_transformer_embedder as embedder_module
 
     def refuse(*args, **kwargs):
         pytest.fail(

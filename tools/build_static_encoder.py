@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     from model2vec.distill import distill
 
     sys.path.insert(0, str(ROOT / "shared"))
-    from ctxmgmt.components.embedder import SentenceTransformerEmbedder, bundled_minilm_path
+    from ctxmgmt.components.sentence_transformer_embedder import (
+        SentenceTransformerEmbedder,
+        bundled_minilm_path,
+    )
 
     torch.set_num_threads(args.threads)
     texts = tiage_texts(args.data / "tiage_train.json")

@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import embedder_dimension, normalise
+from ctxmgmt.components.embedder_protocol import embedder_dimension
 from ctxmgmt.messages.types import Message
+from ctxmgmt.scoring.vectors import normalise
 from ctxmgmt.session.conversation import Codec, ConversationPool
 from ctxmgmt.session.stored_state import StoredState
 from ctxmgmt.store.base import StateStore

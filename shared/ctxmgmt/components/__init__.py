@@ -1,18 +1,15 @@
 """Pluggable components, each a small protocol with an offline default."""
 
+from ctxmgmt.components.brief_summarizer import BriefSummarizer
+from ctxmgmt.components.callable_embedder import CallableEmbedder
 from ctxmgmt.components.decider import (
     Decider,
     EmbeddedDecider,
     LLMDecider,
     as_decider,
 )
-from ctxmgmt.components.embedder import (
-    CallableEmbedder,
-    Embedder,
-    SentenceTransformerEmbedder,
-    as_embedder,
-    default_embedder,
-)
+from ctxmgmt.components.embedder import as_embedder, default_embedder
+from ctxmgmt.components.embedder_protocol import Embedder
 from ctxmgmt.components.entities import (
     CallableEntityExtractor,
     Entity,
@@ -21,14 +18,12 @@ from ctxmgmt.components.entities import (
     SpacyEntityExtractor,
     as_entity_extractor,
 )
+from ctxmgmt.components.extractive_summarizer import ExtractiveSummarizer
+from ctxmgmt.components.llm_summarizer import LLMSummarizer
+from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder
 from ctxmgmt.components.static_embedder import StaticEmbedder
-from ctxmgmt.components.summarizer import (
-    BriefSummarizer,
-    ExtractiveSummarizer,
-    LLMSummarizer,
-    Summarizer,
-    as_summarizer,
-)
+from ctxmgmt.components.summarizer import as_summarizer
+from ctxmgmt.components.summarizer_protocol import Summarizer
 from ctxmgmt.components.tokens import (
     CallableTokenCounter,
     MessageListCounter,

@@ -135,9 +135,10 @@ def open_store(
 
 def _postgres(conninfo: str) -> StateStore:
     """A :class:`PostgresStore` on ``conninfo`` behind a circuit; created later if the server is down."""
-    from ctxmgmt.store.postgres import PostgresStore, _psycopg
+    from ctxmgmt.store.postgres import PostgresStore
+    from ctxmgmt.store.postgres_pools import import_psycopg
 
-    _psycopg()  # a missing driver is a ConfigurationError now, not a retry forever
+    import_psycopg()  # a missing driver is a ConfigurationError now, not a retry forever
     return CircuitStore(factory=functools.partial(PostgresStore, conninfo))
 
 

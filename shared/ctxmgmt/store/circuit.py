@@ -69,8 +69,8 @@ DEADLINE = 5.0
 
 A store call normally takes milliseconds (a SQLite or PostgreSQL transaction on one session);
 5 s is the bound libpq is given for a new connection here too
-(:data:`ctxmgmt.store.postgres.CONNECT_TIMEOUT`), and the backends' own limits end a little
-before it (:data:`ctxmgmt.store.postgres.STATEMENT_TIMEOUT`, :data:`ctxmgmt.store.sqlite.BUSY_TIMEOUT`),
+(:data:`ctxmgmt.store.postgres_pools.CONNECT_TIMEOUT`), and the backends' own limits end a little
+before it (:data:`ctxmgmt.store.postgres_pools.STATEMENT_TIMEOUT`, :data:`ctxmgmt.store.sqlite.BUSY_TIMEOUT`),
 so a stuck call usually fails with the backend's error rather than being abandoned."""
 
 SLOW_CALL = 1.0

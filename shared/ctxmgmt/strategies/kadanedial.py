@@ -9,14 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.embedder import (
-    Embedder,
-    EmbeddingCache,
-    as_embedder,
-    embed_queries,
-    normalise,
-    restored_vectors,
-)
+from ctxmgmt.components.embedder import as_embedder
+from ctxmgmt.components.embedder_protocol import Embedder
+from ctxmgmt.components.embedding_cache import EmbeddingCache
+from ctxmgmt.components.embedding_calls import embed_queries
+from ctxmgmt.components.embedding_checks import restored_vectors
 from ctxmgmt.components.llm_call import bound_input
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
@@ -26,6 +23,7 @@ from ctxmgmt.scoring.lexical import BM25Index
 from ctxmgmt.scoring.relevance import fused_relevance
 from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.scoring.vector_text import WINDOW_CHARS, vector_text
+from ctxmgmt.scoring.vectors import normalise
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.params import StrategyConfig, cache_friendly_param, param
 

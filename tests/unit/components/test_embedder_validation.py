@@ -4,6 +4,10 @@ An embedder that returns NaN or infinite values, the wrong number of rows, anoth
 than before, or no numbers at all raises :class:`ComponentError` naming it, before anything is
 cached; nothing silently changes a selection. After the error the conversation works again as
 soon as the embedder does: the next call selects exactly what a healthy embedder selects.
+
+Here through the strategies and middlewares; the checks themselves are tested in
+``test_embedding_checks.py``, the calls in ``test_embedding_calls.py`` and the cache in
+``test_embedding_cache.py``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxmgmt import ComponentError, ConfigurationError, CtxMgmtError, Message
 from ctxmgmt.app.testing import HashingEmbedder
-from ctxmgmt.components.embedder import (
-    CallableEmbedder,
-    EmbeddingCache,
-    checked_vectors,
-    embed_documents,
-    embed_queries,
-)
 from ctxmgmt.messages.types import group_turns
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
@@ -81,101 +78,6 @@ def broken(vectors: np.ndarray, fault: str) -> Any:
 FAULTS = ["nan", "inf", "rows", "dim", "strings", "raise"]
 COLD_FAULTS = [f for f in FAULTS if f != "dim"]
 """Faults of a first call: any dimension is fine until vectors of one are in use."""
-
-
-# -- checked_vectors --------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("vectors", "count", "message"),
-    [
-        ([[0.1, float("nan")]], 1, "NaN or infinite values"),
-        ([[0.1, 0.2], [float("inf"), 0.0]], 2, "1 of 2"),
-        ([[1e300, 0.0]], 1, "NaN or infinite values (in float32)"),  # finite float64, inf as float32
-        ([[0.1, 0.2]], 2, "shape (1, 2) for 2 text(s)"),
-        ([[[0.1]]], 1, "shape (1, 1, 1)"),
-        (np.zeros((1, 0)), 1, "dim >= 1"),
-        ([0.1, 0.2], 2, "shape (2,)"),
-        ([["a", "b"]], 1, "expected real numbers"),
-        ([[1 + 2j, 0]], 1, "expected real numbers"),
-        ([[True, False]], 1, "expected real numbers"),
-        ([[0.1, 0.2], [0.3]], 2, "not an array of vectors"),
-        (None, 1, "expected real numbers"),
-    ],
-)
-def test_bad_vectors_raise_a_component_error_naming_the_embedder(
-    vectors: Any, count: int, message: str
-) -> None:
-    with pytest.raises(ComponentError, match="'my-embedder'") as error:
-        checked_vectors(vectors, count, embedder=CallableEmbedder(lambda t: t, name="my-embedder"))
-    assert message in str(error.value)
-    assert not isinstance(error.value, ConfigurationError)  # a component fault, not a usage mistake
-
-
-def test_good_vectors_come_back_as_unit_float32_rows() -> None:
-    out = checked_vectors([[3, 4], [0, 0]], 2, embedder=object(), dim=2)
-    assert out.dtype == np.float32 and out.shape == (2, 2)
-    np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0]])
-    assert checked_vectors(np.array([1.0, 0.0]), 1, embedder=object()).shape == (1, 2)  # one flat vector
-
-
-def test_another_dimension_than_the_vectors_in_use_is_refused() -> None:
-    with pytest.raises(
-        ComponentError, match="returned 3-dimensional vectors; the vectors already in use have 2"
-    ):
-        checked_vectors([[1.0, 0.0, 0.0]], 1, embedder=object(), dim=2)
-
-
-def test_an_embedder_that_raises_becomes_a_component_error_with_the_cause() -> None:
-    embedder = FaultyEmbedder()
-    embedder.fault = "raise"
-    with pytest.raises(ComponentError, match="'faulty-test-embedder' failed: RuntimeError") as error:
-        embed_documents(embedder, ["a"])
-    assert isinstance(error.value.__cause__, RuntimeError)
-    with pytest.raises(ComponentError):
-        embed_queries(embedder, ["a"])
-
-
-def test_langchain_style_embeddings_returning_nan_are_named() -> None:
-    class NaNEmbeddings:  # a LangChain Embeddings look-alike gone wrong
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return [[float("nan")] * 4 for _ in texts]
-
-        def embed_query(self, text: str) -> list[float]:
-            return [float("nan")] * 4
-
-    from ctxmgmt.components.embedder import as_embedder
-
-    embedder = as_embedder(NaNEmbeddings())
-    with pytest.raises(ComponentError, match="'NaNEmbeddings' returned NaN"):
-        embedder.embed(["hello"])
-    with pytest.raises(ComponentError, match="'NaNEmbeddings' returned NaN"):
-        embed_queries(embedder, ["hello"])
-
-
-# -- the cache --------------------------------------------------------------------------------
-@pytest.mark.parametrize("fault", COLD_FAULTS)
-def test_the_cache_keeps_nothing_from_a_faulty_embedder(fault: str) -> None:
-    embedder = FaultyEmbedder()
-    cache = EmbeddingCache(embedder)
-    embedder.fault = fault
-    with pytest.raises(ComponentError, match="faulty-test-embedder"):
-        cache.embed(["a cat", "a dog"])
-    with pytest.raises(ComponentError):
-        cache.embed_queries(["a cat"])
-    assert len(cache) == 0 and cache.dim is None
-    embedder.fault = None
-    vectors = cache.embed(["a cat", "a dog"])
-    assert len(cache) == 2 and cache.dim == 64
-    np.testing.assert_allclose(vectors, embedder.healthy.embed(["a cat", "a dog"]))
-
-
-def test_the_cache_refuses_a_dimension_change() -> None:
-    embedder = FaultyEmbedder()
-    cache = EmbeddingCache(embedder)
-    cache.embed(["a cat"])
-    embedder.fault = "dim"
-    with pytest.raises(ComponentError, match="128-dimensional vectors; the vectors already in use have 64"):
-        cache.embed(["a dog"])
-    assert list(cache._vectors) == ["a cat"]
 
 
 # -- strategies and adapters ------------------------------------------------------------------
@@ -254,69 +156,3 @@ def test_a_middleware_reports_the_faulty_embedder_and_the_thread_recovers(middle
     selected = middleware.select_messages(_request(history))
     assert [m.content for m in selected] == [m.content for m in expected]
     assert selected[-1] is history[-1]
-
-
-def test_warm_up_embeds_once_in_the_background_and_logs_a_failure(caplog):
-    from ctxmgmt import warm_up
-    from ctxmgmt.app.testing import HashingEmbedder
-
-    embedder = HashingEmbedder()
-    thread = warm_up(embedder, background=True, entities=False)
-    assert thread is not None
-    thread.join(timeout=10)
-    assert embedder.calls == [1]
-    assert warm_up(embedder, entities=False) is None and embedder.calls == [1, 1]
-
-    def broken(texts):
-        raise RuntimeError("model file missing")
-
-    with caplog.at_level("WARNING"):
-        assert warm_up(broken, entities=False) is None  # logged, never raised
-    assert "model file missing" in caplog.text
-
-
-def test_warm_up_loads_spacy_too_and_logs_its_failure(monkeypatch, caplog):
-    from ctxmgmt import warm_up
-    from ctxmgmt.app.testing import HashingEmbedder
-    from ctxmgmt.components import entities
-
-    loads: list[tuple[str, ...]] = []
-    ran: list[str] = []
-
-    class Pipeline:
-        def pipe(self, texts, **kwargs):
-            ran.extend(texts)
-            return iter(type("Doc", (), {"ents": ()})() for _ in texts)
-
-    def fake_load(exclude=entities.SPACY_EXCLUDE):
-        loads.append(exclude)
-        return Pipeline()
-
-    monkeypatch.setattr(entities, "load_spacy", fake_load)
-    entities._CACHE.clear()
-    embedder = HashingEmbedder()
-    assert warm_up(embedder) is None
-    assert embedder.calls == [1] and loads and ran  # the pipeline loaded and ran once
-    loads.clear()
-    assert warm_up(embedder, entities=False) is None and not loads
-
-    def broken(exclude=entities.SPACY_EXCLUDE):
-        raise entities.ComponentError("spaCy weights damaged")
-
-    monkeypatch.setattr(entities, "load_spacy", broken)
-    with caplog.at_level("WARNING"):
-        assert warm_up(embedder) is None  # logged, never raised
-    assert "spaCy weights damaged" in caplog.text
-
-
-def test_embedders_declare_their_dimension_without_embedding():
-    import sys
-
-    from ctxmgmt.app.testing import CountingEmbedder, HashingEmbedder
-    from ctxmgmt.components.embedder import SentenceTransformerEmbedder, embedder_dimension
-
-    torch_loaded = "torch" in sys.modules
-    assert embedder_dimension(SentenceTransformerEmbedder()) == 384  # read from the model folder
-    assert ("torch" in sys.modules) == torch_loaded
-    assert embedder_dimension(CountingEmbedder(HashingEmbedder(dim=64))) == 64
-    assert embedder_dimension(lambda texts: texts) is None

@@ -8,18 +8,16 @@ default selects.
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from ctxmgmt import ConfigurationError, KadaneDialStrategy, Message
-from ctxmgmt.components.embedder import (
-    FROZEN_MAX_TEXTS,
-    HALF_WEIGHTS_TOLERANCE,
-    SentenceTransformerEmbedder,
-    _is_mean_pooling,
-)
+from ctxmgmt import ComponentError, KadaneDialStrategy, Message
+from ctxmgmt.components.frozen_encoder import HALF_WEIGHTS_TOLERANCE
+from ctxmgmt.components.onnx_encoder import OnnxEncoder
+from ctxmgmt.components.sentence_transformer_embedder import FROZEN_MAX_TEXTS, SentenceTransformerEmbedder
 from ctxmgmt.messages.types import group_turns
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
@@ -84,12 +82,9 @@ def test_a_strategy_selects_the_same_turns_and_stores_the_same_config(
     assert KadaneDialStrategy(embedder=onnx_embedder).stored_config() == torch_config
 
 
-def test_bad_backend_and_unsupported_models_are_configuration_errors() -> None:
-    with pytest.raises(ConfigurationError, match="backend must be one of torch, onnx"):
-        SentenceTransformerEmbedder(backend="int8")
-
-    def module(name: str, config: dict[str, str]) -> object:
-        return type(name, (), {"get_config_dict": lambda self: config})()
-
-    assert _is_mean_pooling([module("Transformer", {}), module("Pooling", {"pooling_mode": "mean"})])
-    assert not _is_mean_pooling([module("Transformer", {}), module("Pooling", {"pooling_mode": "cls"})])
+def test_without_onnxruntime_the_error_names_the_extra(monkeypatch) -> None:
+    """The backend's check, before any model is read (the bad backend name and non-mean-pooling
+    models are tested in ``test_sentence_transformer_embedder.py`` and ``test_pooling_encoder.py``)."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
+    with pytest.raises(ComponentError, match=r"pip install 'ctxmgmt\[onnx\]'"):
+        OnnxEncoder(model=None)

@@ -30,11 +30,14 @@ from ctxmgmt.app.bench.framework_baselines import (
     has_langchain,
     has_llamaindex,
 )
-from ctxmgmt.components.embedder import Embedder, as_embedder, dot_rows, embed_query
+from ctxmgmt.components.embedder import as_embedder
+from ctxmgmt.components.embedder_protocol import Embedder
+from ctxmgmt.components.embedding_calls import embed_query
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Block, Context, runs
 from ctxmgmt.messages.types import Turn
 from ctxmgmt.scoring.lexical import BM25Index
+from ctxmgmt.scoring.vectors import dot_rows
 from ctxmgmt.strategies.base import Strategy
 
 __all__ = [

@@ -18,6 +18,12 @@ TAU = 0.6
 """Gain shift in standard deviations of the score signal (DYCP 4.4)."""
 THETA = 1.0
 """Stopping threshold on a span's summed gain (DYCP 4.4)."""
+SHARPNESS = 3.0
+"""Exponent applied to the clipped fused score before z-normalisation (KadaneDial's, tuned on LoCoMo dev)."""
+NEIGHBOUR_WEIGHT = 0.4
+"""Share of the mean of a turn's two neighbours' signal added to it (KadaneDial's, tuned on LoCoMo dev)."""
+TUNED_TAU = 0.52
+"""Gain shift of the fused, shaped signal (KadaneDial's, tuned on LoCoMo dev; the paper's: :data:`TAU`)."""
 
 
 @dataclass(frozen=True)
@@ -198,3 +204,49 @@ def kadane_dial(
             push(end + 1, hi)
         total_gain = m_star
     return KadaneResult(tuple(z), tuple(gains.tolist()), tuple(spans), tuple(span_gains))
+
+
+def trim_to_budget(
+    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
+) -> list[int]:
+    """Drop span-edge turns, lowest score first (protected turns last), until within budget.
+
+    An edge is a chosen turn with a neighbour not chosen; ties go to the earlier turn. When only
+    protected edges are left, the earliest chosen turn goes. ``chosen`` is updated in place;
+    returns the dropped turns in drop order. A heap of the unprotected edges keeps this
+    O(k log k) for k chosen turns (a selection over 10,000 turns can drop thousands).
+    """
+    dropped: list[int] = []
+    total = sum(tokens[i] for i in chosen)
+    if total <= budget:
+        return dropped
+    heap: list[tuple[float, int]] = []
+    queued: set[int] = set()
+
+    def queue_if_edge(i: int) -> None:
+        edge = i - 1 not in chosen or i + 1 not in chosen
+        if edge and i in chosen and i not in protected and i not in queued:
+            queued.add(i)
+            heapq.heappush(heap, (float(scores[i]), i))
+
+    for i in chosen:
+        queue_if_edge(i)
+    in_order: list[int] | None = None  # chosen turns by position, for the protected-only case
+    first = 0
+    while chosen and total > budget:
+        while heap and heap[0][1] not in chosen:
+            heapq.heappop(heap)
+        if heap:
+            victim = heapq.heappop(heap)[1]
+        else:
+            if in_order is None:
+                in_order = sorted(chosen)
+            while in_order[first] not in chosen:
+                first += 1
+            victim = in_order[first]
+        chosen.discard(victim)
+        total -= tokens[victim]
+        dropped.append(victim)
+        queue_if_edge(victim - 1)  # a turn stays an edge once it is one: each is queued once
+        queue_if_edge(victim + 1)
+    return dropped

@@ -11,6 +11,9 @@ import numpy as np
 from ctxmgmt.scoring.lexical import BM25Index
 from ctxmgmt.scoring.vectors import dot_rows
 
+LEXICAL_WEIGHT = 0.3
+"""Weight of the max-scaled BM25 score added to the cosine score (KadaneDial's, tuned on LoCoMo dev)."""
+
 
 def fused_relevance(
     matrix: np.ndarray,

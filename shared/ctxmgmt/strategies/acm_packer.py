@@ -6,13 +6,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ctxmgmt.scoring.kadane import THETA, kadane_dial, shape_signal
+from ctxmgmt.scoring.kadane import (
+    NEIGHBOUR_WEIGHT,
+    THETA,
+    TUNED_TAU,
+    kadane_dial,
+    shape_signal,
+    trim_to_budget,
+)
 from ctxmgmt.scoring.lexical import BM25Index
 from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_cascade import TierCascade
 from ctxmgmt.strategies.acm_entity_tier import ENTITY_HEADER, EntityRecord, recall_order
 from ctxmgmt.strategies.acm_summary_tier import SUMMARY_HEADER, SummaryItem
-from ctxmgmt.strategies.kadanedial import NEIGHBOUR_WEIGHT, TUNED_TAU, trim_to_budget
 
 
 class PackerSettings(Protocol):

@@ -13,12 +13,11 @@ import numpy as np
 
 from ctxmgmt.components.decider import ANAPHORA_CUES, has_cue
 from ctxmgmt.messages.types import Turn
-from ctxmgmt.scoring.kadane import kadane_dial, shape_signal
+from ctxmgmt.scoring.kadane import NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU, kadane_dial, shape_signal
 from ctxmgmt.scoring.lexical import BM25Index
-from ctxmgmt.scoring.relevance import fused_relevance
+from ctxmgmt.scoring.relevance import LEXICAL_WEIGHT, fused_relevance
 from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_records import Plan
-from ctxmgmt.strategies.kadanedial import LEXICAL_WEIGHT, NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU
 
 __all__ = ["ForestRecall"]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +17,19 @@ from ctxmgmt.components.llm_call import bound_input
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
 from ctxmgmt.messages.types import Turn
-from ctxmgmt.scoring.kadane import TAU, THETA, KadaneResult, kadane_dial, shape_signal
+from ctxmgmt.scoring.kadane import (
+    NEIGHBOUR_WEIGHT,
+    SHARPNESS,
+    TAU,
+    THETA,
+    TUNED_TAU,
+    KadaneResult,
+    kadane_dial,
+    shape_signal,
+    trim_to_budget,
+)
 from ctxmgmt.scoring.lexical import BM25Index
-from ctxmgmt.scoring.relevance import fused_relevance
+from ctxmgmt.scoring.relevance import LEXICAL_WEIGHT, fused_relevance
 from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.scoring.vector_text import WINDOW_CHARS, vector_text
 from ctxmgmt.scoring.vectors import normalise
@@ -30,16 +39,8 @@ from ctxmgmt.strategies.params import StrategyConfig, cache_friendly_param, para
 _Scored = tuple[np.ndarray, np.ndarray, KadaneResult]
 """(relevance, signal, KadaneDial's result) of one query."""
 
-LEXICAL_WEIGHT = 0.3
-"""Weight of the max-scaled BM25 score added to the cosine score (tuned on LoCoMo dev)."""
-SHARPNESS = 3.0
-"""Exponent applied to the clipped fused score before z-normalisation (tuned on LoCoMo dev)."""
-NEIGHBOUR_WEIGHT = 0.4
-"""Share of the mean of a turn's two neighbours' signal added to it (tuned on LoCoMo dev)."""
 KEEP_LAST = 0
 """Most recent turns always kept (measured on LoCoMo dev: 1 adds tokens and no recall)."""
-TUNED_TAU = 0.52
-"""Gain shift of the fused, shaped signal (tuned on LoCoMo dev; the paper's 0.6 is ``kadane.TAU``)."""
 COMMON_SHARE = 0.5
 """Query words found in more than this share of past turns are dropped from a second query
 embedding (LoCoMo dev: the speakers' names, which every rendered turn carries)."""
@@ -360,52 +361,6 @@ def keep_best_within(
             used += tokens[i]
     dropped = [i for i in reversed(order) if i not in kept]
     chosen.intersection_update(kept)
-    return dropped
-
-
-def trim_to_budget(
-    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
-) -> list[int]:
-    """Drop span-edge turns, lowest score first (protected turns last), until within budget.
-
-    An edge is a chosen turn with a neighbour not chosen; ties go to the earlier turn. When only
-    protected edges are left, the earliest chosen turn goes. ``chosen`` is updated in place;
-    returns the dropped turns in drop order. A heap of the unprotected edges keeps this
-    O(k log k) for k chosen turns (a selection over 10,000 turns can drop thousands).
-    """
-    dropped: list[int] = []
-    total = sum(tokens[i] for i in chosen)
-    if total <= budget:
-        return dropped
-    heap: list[tuple[float, int]] = []
-    queued: set[int] = set()
-
-    def queue_if_edge(i: int) -> None:
-        edge = i - 1 not in chosen or i + 1 not in chosen
-        if edge and i in chosen and i not in protected and i not in queued:
-            queued.add(i)
-            heapq.heappush(heap, (float(scores[i]), i))
-
-    for i in chosen:
-        queue_if_edge(i)
-    in_order: list[int] | None = None  # chosen turns by position, for the protected-only case
-    first = 0
-    while chosen and total > budget:
-        while heap and heap[0][1] not in chosen:
-            heapq.heappop(heap)
-        if heap:
-            victim = heapq.heappop(heap)[1]
-        else:
-            if in_order is None:
-                in_order = sorted(chosen)
-            while in_order[first] not in chosen:
-                first += 1
-            victim = in_order[first]
-        chosen.discard(victim)
-        total -= tokens[victim]
-        dropped.append(victim)
-        queue_if_edge(victim - 1)  # a turn stays an edge once it is one: each is queued once
-        queue_if_edge(victim + 1)
     return dropped
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxmgmt import ConfigurationError, KadaneResult, kadane, kadane_dial
-from ctxmgmt.scoring.kadane import TAU, THETA, best_span, z_normalise
+from ctxmgmt.scoring.kadane import TAU, THETA, best_span, trim_to_budget, z_normalise
 
 # ---------------------------------------------------------------------------------------
 # Independent reference implementation
@@ -366,3 +366,35 @@ def test_non_finite_scores(scores: list[float]) -> None:
 def test_configuration_error_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         kadane_dial([math.nan])
+
+
+def _trim_reference(chosen, scores, protected, tokens, budget):
+    """The plain definition trim_to_budget implements with a heap (recomputes the edges per drop)."""
+    dropped = []
+    total = sum(tokens[i] for i in chosen)
+    while chosen and total > budget:
+        edges = [i for i in chosen if i - 1 not in chosen or i + 1 not in chosen]
+        pool = [i for i in edges if i not in protected] or sorted(chosen)[:1]
+        victim = min(pool, key=lambda i: (scores[i], i))
+        chosen.discard(victim)
+        total -= tokens[victim]
+        dropped.append(victim)
+    return dropped
+
+
+def test_trim_to_budget_drops_exactly_what_the_definition_drops():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        n = rng.randint(0, 40)
+        scores = np.array([rng.choice([0.1, 0.2, 0.5, rng.random()]) for _ in range(n)])  # with ties
+        chosen = {i for i in range(n) if rng.random() < 0.6}
+        protected = {i for i in chosen if rng.random() < 0.3}
+        tokens = [rng.randint(1, 20) for _ in range(n)]
+        budget = rng.randint(0, 200)
+        expected, actual = set(chosen), set(chosen)
+        assert trim_to_budget(actual, scores, protected, tokens, budget) == _trim_reference(
+            expected, scores, protected, tokens, budget
+        )
+        assert actual == expected

@@ -729,40 +729,6 @@ def test_relevance_is_the_shared_fused_relevance(hashing_embedder) -> None:
     np.testing.assert_allclose(threads.turn_relevance(query), strategy.relevance(query), atol=1e-6)
 
 
-def _trim_reference(chosen, scores, protected, tokens, budget):
-    """The plain definition trim_to_budget implements with a heap (recomputes the edges per drop)."""
-    dropped = []
-    total = sum(tokens[i] for i in chosen)
-    while chosen and total > budget:
-        edges = [i for i in chosen if i - 1 not in chosen or i + 1 not in chosen]
-        pool = [i for i in edges if i not in protected] or sorted(chosen)[:1]
-        victim = min(pool, key=lambda i: (scores[i], i))
-        chosen.discard(victim)
-        total -= tokens[victim]
-        dropped.append(victim)
-    return dropped
-
-
-def test_trim_to_budget_drops_exactly_what_the_definition_drops():
-    import random
-
-    from ctxmgmt.strategies.kadanedial import trim_to_budget
-
-    rng = random.Random(7)
-    for _ in range(2000):
-        n = rng.randint(0, 40)
-        scores = np.array([rng.choice([0.1, 0.2, 0.5, rng.random()]) for _ in range(n)])  # with ties
-        chosen = {i for i in range(n) if rng.random() < 0.6}
-        protected = {i for i in chosen if rng.random() < 0.3}
-        tokens = [rng.randint(1, 20) for _ in range(n)]
-        budget = rng.randint(0, 200)
-        expected, actual = set(chosen), set(chosen)
-        assert trim_to_budget(actual, scores, protected, tokens, budget) == _trim_reference(
-            expected, scores, protected, tokens, budget
-        )
-        assert actual == expected
-
-
 def test_the_same_query_is_scored_once_until_the_turns_change(hashing_embedder, monkeypatch) -> None:
     # Memory truncating a block selects the same query again: the second selection only trims.
     import ctxmgmt.strategies.kadanedial as module

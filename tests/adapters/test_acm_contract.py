@@ -66,7 +66,7 @@ class TestLangChainACMTieredBuffer(LangChainMemoryContract):
         assert is_lc_memory(history[0]) and memory_body(history[0].content).startswith(ENTITY_HEADER)
         assert not any(isinstance(x, SystemMessage) for x in history)  # never with system authority
         assert history[-1].content == TURNS[-1][1]
-        for tier in ("UNC tier", "EEC tier"):
+        for tier in ("verbatim tier", "entity tier"):
             assert tier in m.explain()
         text = LCACMTieredBuffer(
             max_token_limit=140, token_counter=words, entity_extractor=CapitalisedExtractor(), query_share=0.0
@@ -117,4 +117,4 @@ class TestLlamaIndexACMTieredBuffer(LlamaIndexMemoryContract):
         assert is_subsequence(selected[len(new) :], stored)
         assert selected[-1].content == SOURDOUGH_QUERY
         assert memory.get()[0] is selected[0]
-        assert "EEC tier" in memory.explain()
+        assert "entity tier" in memory.explain()

@@ -68,7 +68,7 @@ def test_agent_model_receives_the_tiers_within_the_budget():
     assert lc_tokens(received) <= 250
     kinds = [b.kind for b in middleware.last_context.blocks]
     assert kinds[0] == "system" and kinds[-1] == "current" and "turns" in kinds
-    assert "EEC tier" in middleware.explain()
+    assert "entity tier" in middleware.explain()
 
 
 async def test_agent_async_recalls_the_turn_behind_a_mentioned_entity():
@@ -152,7 +152,7 @@ async def test_memory_block_returns_the_tiers():
     assert not any(m.role == MessageRole.SYSTEM for m in result)  # never with system authority
     assert result[-1].content == SOURDOUGH_QUERY
     assert block.last_context is not None and block.last_context.tokens <= 240
-    assert "EEC tier" in block.explain()
+    assert "entity tier" in block.explain()
     assert ACMTieredBlock().output == "messages"
     # output="text" (asked for): Memory puts the escaped text into its system message
     text_block = ACMTieredBlock(token_limit=120, entity_extractor=CapitalisedExtractor(), output="text")

@@ -112,7 +112,7 @@ def check_llamaindex_acm_chat_engine(run: Run) -> None:
     assert "user: [3 March, 2024] My sister Priya is visiting from Toronto next Friday." in run.last
     assert any(tier in run.last_text for tier in COMPRESSED_TIERS)
     assert run.last[-1] == "user: Which day is Priya arriving from Toronto?"
-    assert "query spans: older turns it needs" in run.out and "EEC tier" in run.out
+    assert "query spans: older turns it needs" in run.out and "entity tier" in run.out
     assert len(run.result.get_all()) == 22
 
 
@@ -168,7 +168,7 @@ def check_acm_tiered_agent(run: Run) -> None:
     assert "user: [3 March, 2024] My sister Priya is visiting from Toronto" in run.last_text  # recalled
     assert any(tier in run.last_text for tier in COMPRESSED_TIERS)
     assert run.last[-1] == "user: Which day is Priya arriving from Toronto?"
-    assert "query spans: older turns it needs" in explained and "EEC tier" in explained
+    assert "query spans: older turns it needs" in explained and "entity tier" in explained
     assert len(run.result["messages"]) == 22
 
 

@@ -52,12 +52,12 @@ class ACMConfig(MemoryConfig):
         budget=True,
     )
     unmodified_ratio: float = param(
-        0.75, "Share of the budget the verbatim tier (UNC) keeps; 0.75 per ACM 5.", gt=0, le=1
+        0.75, "Share of the budget the verbatim tier keeps; 0.75 per ACM 5.", gt=0, le=1
     )
     summary_limit: int = param(120, "Most tokens of one summary; 120 per ACM 4.", ge=1)
     summary_share: float = param(
         0.6,
-        "Share of the non-verbatim band for the summarised tier (SMC), the rest is entities (EEC); "
+        "Share of the non-verbatim band for the summary tier, the rest is entities; "
         "ACM leaves the split open.",
         ge=0,
         le=1,

@@ -142,14 +142,13 @@ class ContextLayout:
     def _explain(self, packing: Packing, tiers: dict[str, list[int]]) -> list[str]:
         """The default layout's explanation: budget, each tier and what of it is shown, then tier events."""
         summaries, entities = self.cascade.summary_tier.items, self.cascade.entity_tier.records
-        # the tiers by the paper's names (UNC, SMC, EEC), as explain() has always printed them
         lines = [
             f"budget {packing.budget} tokens: verbatim floor {packing.floor} "
             f"({self.config.unmodified_ratio:.0%}), band {packing.budget - packing.floor}",
-            f"UNC tier: turns {span(tiers['verbatim'])}; shown {span(packing.verbatim)}",
-            f"SMC tier: {len(summaries)} summaries of turns {span(tiers['summary'])}; "
+            f"verbatim tier: turns {span(tiers['verbatim'])}; shown {span(packing.verbatim)}",
+            f"summary tier: {len(summaries)} summaries of turns {span(tiers['summary'])}; "
             f"shown {len(packing.summary_lines)}",
-            f"EEC tier: {len(entities)} entities of turns {span(tiers['entities'])}; "
+            f"entity tier: {len(entities)} entities of turns {span(tiers['entities'])}; "
             f"shown {len(packing.entity_lines)}",
         ]
         if packing.query_spans:

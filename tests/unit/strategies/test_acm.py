@@ -139,7 +139,7 @@ def test_context_has_every_tier_and_explains_it():
     assert context.blocks[0].text.startswith(ENTITY_HEADER)
     assert context.blocks[1].text.startswith(SUMMARY_HEADER)
     explained = context.explain()
-    for word in ("UNC tier", "SMC tier", "EEC tier", "floor 270"):
+    for word in ("verbatim tier", "summary tier", "entity tier", "floor 270"):
         assert word in explained
     assert sent_tokens(s, context) == context.tokens <= 360
 

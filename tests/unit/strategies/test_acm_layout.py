@@ -90,9 +90,9 @@ def test_default_details_report_the_budget_tiers_and_calls_and_explain_them():
     assert details["summaries"] == [{"text": "older talk", "start": 4, "end": 5, "time": ""}]
     assert details["explain"][:4] == [
         "budget 100 tokens: verbatim floor 75 (75%), band 25",
-        "UNC tier: turns 6-9; shown 7-9",
-        "SMC tier: 1 summaries of turns 4-5; shown 1",
-        "EEC tier: 2 entities of turns 0-3; shown 1",
+        "verbatim tier: turns 6-9; shown 7-9",
+        "summary tier: 1 summaries of turns 4-5; shown 1",
+        "entity tier: 2 entities of turns 0-3; shown 1",
     ]
     assert "dropped for the budget: verbatim turns 6" in details["explain"]
 

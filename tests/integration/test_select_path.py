@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -48,12 +48,13 @@ def _on_path(relative: str) -> bool:
     return parts[2] in PATH_PARTS
 
 
-@contextmanager
-def traced_entries() -> Iterator[list[str]]:
-    """The files of the select path entered while the block runs, in order (see the module docstring)."""
-    entries: list[str] = []
+class Tracer:
+    """Records the files of the select path entered while it is on (see the module docstring)."""
 
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
+    def __init__(self) -> None:
+        self.entries: list[str] = []
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
             return
         callee = _where(frame.f_code.co_filename)
@@ -65,16 +66,29 @@ def traced_entries() -> Iterator[list[str]]:
             return  # within one file
         if caller is not None and caller[0] == "core" and callee[0] == "adapter":
             return  # the core calling the adapter's codec back
-        if not entries or entries[-1] != callee[1]:
-            entries.append(callee[1])
+        if not self.entries or self.entries[-1] != callee[1]:
+            self.entries.append(callee[1])
 
-    sys.setprofile(profile)
-    threading.setprofile(profile)
+    def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``function(*args, **kwargs)`` traced, in the thread that runs it."""
+        previous = sys.getprofile()
+        sys.setprofile(self.profile)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+
+
+@contextmanager
+def traced_entries() -> Iterator[list[str]]:
+    """The files of the select path entered by this thread while the block runs, in order."""
+    tracer = Tracer()
+    previous = sys.getprofile()
+    sys.setprofile(tracer.profile)
     try:
-        yield entries
+        yield tracer.entries
     finally:
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        sys.setprofile(previous)
 
 
 def entered_twice(entries: list[str]) -> dict[str, int]:
@@ -109,7 +123,17 @@ def test_a_middleware_call_enters_each_file_once(hashing_embedder) -> None:
 
     from langchain_ctxmgmt import KadaneDialMiddleware
 
-    middleware = KadaneDialMiddleware(embedder=hashing_embedder, max_tokens=2000)
+    tracer = Tracer()
+    tracing = threading.Event()
+
+    class TracedMiddleware(KadaneDialMiddleware):
+        """Traces its model calls while ``tracing`` is set, in whichever thread LangGraph runs them."""
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            call = super().wrap_model_call
+            return tracer.run(call, request, handler) if tracing.is_set() else call(request, handler)
+
+    middleware = TracedMiddleware(embedder=hashing_embedder, max_tokens=2000)
     model = GenericFakeChatModel(messages=iter([AIMessage(f"Answer {i}.") for i in range(4)]))
     agent = create_agent(
         model, [], system_prompt="Be brief.", middleware=[middleware], checkpointer=InMemorySaver()
@@ -118,8 +142,9 @@ def test_a_middleware_call_enters_each_file_once(hashing_embedder) -> None:
     agent.invoke({"messages": [HumanMessage("My cat is called Miso.")]}, config)
     agent.invoke({"messages": [HumanMessage("The car engine rattles when cold.")]}, config)
 
-    with traced_entries() as entries:  # a warm call: the conversation and its strategy exist
-        result = agent.invoke({"messages": [HumanMessage("What is my cat called?")]}, config)
+    tracing.set()  # a warm call: the conversation and its strategy exist
+    result = agent.invoke({"messages": [HumanMessage("What is my cat called?")]}, config)
+    entries = tracer.entries
 
     assert result["messages"][-1].content == "Answer 2."
     assert "shared/ctxmgmt/session/conversation.py" in entries, entries  # the call was traced

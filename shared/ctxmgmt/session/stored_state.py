@@ -269,11 +269,15 @@ class StoredState:
         return done
 
     # -- loading and rewinding ----------------------------------------------------------------
-    def _unload(self) -> None:
+    def _forget_derived(self) -> None:
+        """The strategy holds no turns and nothing is known to be written (the store is not touched)."""
         self.strategy.reset()
-        self.chains = []
-        self.version = 0
         self._tracker.reset()
+        self.chains = []
+
+    def _unload(self) -> None:
+        self._forget_derived()
+        self.version = 0
         self._loaded = self.store is None
 
     def _load(self, past: Sequence[Turn], chains: list[str]) -> None:
@@ -329,9 +333,7 @@ class StoredState:
                 type(exc).__name__,
                 exc,
             )
-            self.strategy.reset()
-            self._tracker.reset()
-            self.chains = []
+            self._forget_derived()
             if self.store is not None:
                 self.version = self.store.truncate(self.key, 0, expected_version=self.version)
             return
@@ -341,14 +343,10 @@ class StoredState:
     def _rewind(self, past: Sequence[Turn], chains: list[str], keep: int) -> None:
         """State as it was after turn ``keep - 1``; everything derived later is deleted."""
         if self.store is None:
-            self.strategy.reset()  # content-keyed caches make the rebuild cheap
-            self._tracker.reset()
-            self.chains = []
+            self._forget_derived()  # content-keyed caches make the rebuild cheap
             return
         self.version = self.store.truncate(self.key, keep, expected_version=self.version)
-        self.strategy.reset()
-        self._tracker.reset()
-        self.chains = []
+        self._forget_derived()
         if keep:
             self._restore(past[:keep], chains[:keep], self._records_upto(keep))
 
@@ -402,8 +400,4 @@ class StoredState:
                 self.home.delete(self.key)
             except StoreError as exc:
                 logger.warning("could not delete session %s from the store: %s", shown_key(self.key), exc)
-        self.strategy.reset()
-        self.chains = []
-        self.version = 0
-        self._tracker.reset()
-        self._loaded = self.store is None
+        self._unload()

@@ -238,19 +238,24 @@ else:  # pragma: no cover - CPython has it since 3.9
 os.register_at_fork(after_in_child=after_fork_in_child)
 
 
+def _forwarded(name: str) -> property:
+    """A property that reads and sets this module's ``name``."""
+
+    def read(module: types.ModuleType) -> Any:
+        return globals()[name]
+
+    def write(module: types.ModuleType, value: Any) -> None:
+        globals()[name] = value
+
+    return property(read, write, doc=f"``ctxmgmt.session.worker.{name}``")
+
+
 class _Forwarding(types.ModuleType):
-    """A module whose names in :data:`FORWARDED` are read from and set on this one."""
+    """A module whose names in :data:`FORWARDED` are properties over this module's settings."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name in FORWARDED:
-            return globals()[FORWARDED[name]]
-        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in FORWARDED:
-            globals()[FORWARDED[name]] = value
-        else:
-            super().__setattr__(name, value)
+for _old, _new in FORWARDED.items():
+    setattr(_Forwarding, _old, _forwarded(_new))
 
 
 def forward_worker_settings(module: types.ModuleType) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "shared" / "ctxmgmt"
 ADAPTERS = (ROOT / "langchain_ctxmgmt", ROOT / "llamaindex_ctxmgmt")
@@ -115,7 +117,15 @@ def test_the_tracer_collapses_loops_and_skips_libraries_and_callbacks() -> None:
     assert entries == ["shared/ctxmgmt/session/converted.py", "shared/ctxmgmt/session/query.py"]
 
 
-def test_a_middleware_call_enters_each_file_once(hashing_embedder) -> None:
+@pytest.fixture
+def default_time_limit(monkeypatch) -> None:
+    """The process's default derivation time per call (the suite's conftest lifts it)."""
+    import ctxmgmt.session.conversation
+
+    monkeypatch.setattr(ctxmgmt.session.conversation, "INDEX_SECONDS", 0.25)
+
+
+def test_a_middleware_call_enters_each_file_once(hashing_embedder, default_time_limit) -> None:
     from langchain.agents import create_agent
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
@@ -152,7 +162,7 @@ def test_a_middleware_call_enters_each_file_once(hashing_embedder) -> None:
     assert entries[0] == "langchain_ctxmgmt/_middleware.py", entries
 
 
-def test_a_llamaindex_memory_get_enters_each_file_once(hashing_embedder) -> None:
+def test_a_llamaindex_memory_get_enters_each_file_once(hashing_embedder, default_time_limit) -> None:
     from llama_index.core.base.llms.types import ChatMessage
 
     from llamaindex_ctxmgmt import KadaneDialMemory

@@ -40,7 +40,6 @@ reading or setting them on this module reads or sets them there.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import sys
 import threading
@@ -55,7 +54,7 @@ from ctxmgmt.messages.context import Context
 from ctxmgmt.messages.types import Turn
 from ctxmgmt.session.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.session.codec import Codec, Selection
-from ctxmgmt.session.converted import ConvertedHistory
+from ctxmgmt.session.converted import ConvertedHistory, utc_today
 from ctxmgmt.session.pool import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION, Pool
 from ctxmgmt.session.selection import compose_context
 from ctxmgmt.session.stored_state import StoredState
@@ -456,18 +455,12 @@ class Conversation(Generic[T]):
         return tokens
 
 
-def _monotonic() -> float:
-    """The clock that bounds derivation per call (:data:`INDEX_SECONDS`); replaced in tests."""
-    return time.monotonic()
+_monotonic = time.monotonic
+"""The clock that bounds derivation per call (:data:`INDEX_SECONDS`); replaced in tests."""
 
 
-def _utc_now() -> dt.date:
-    """The day a message without a time of its own was first seen (UTC).
-
-    A day, not a moment: it is all that relative dates need ("yesterday"), and a summary item
-    that shows it costs a few tokens, not a full timestamp's.
-    """
-    return dt.datetime.now(dt.UTC).date()
+_utc_now = utc_today
+"""The clock that stamps messages without a time of their own when first seen; replaced in tests."""
 
 
 class ConversationPool(Pool[Conversation[T], T]):

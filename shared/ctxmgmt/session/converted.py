@@ -57,6 +57,15 @@ class Reading(Generic[T]):
     turn_originals: Sequence[Sequence[T]]
 
 
+def utc_today() -> dt.date:
+    """The day a message without a time of its own was first seen (UTC).
+
+    A day, not a moment: it is all that relative dates need ("yesterday"), and a summary item
+    that shows it costs a few tokens, not a full timestamp's.
+    """
+    return dt.datetime.now(dt.UTC).date()
+
+
 class ConvertedHistory(Generic[T]):
     """One conversation's messages (the caller's objects), their core form and their turns.
 

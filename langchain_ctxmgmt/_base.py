@@ -22,7 +22,8 @@ from langchain_core.messages import (
 )
 from pydantic import Field, PrivateAttr
 
-from ctxmgmt import Context, Strategy, adapter
+from ctxmgmt import Context, Strategy
+from ctxmgmt.adapter import kit as adapter
 from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.adapter.offload import run_blocking_for
 from ctxmgmt.components.budget import check_budget

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 
-from ctxmgmt import ConfigurationError, Context, Strategy, adapter
+from ctxmgmt import ConfigurationError, Context, Strategy
+from ctxmgmt.adapter import kit as adapter
 from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.components.budget import check_budget
 from ctxmgmt.session.conversation import (

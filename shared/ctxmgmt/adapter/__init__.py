@@ -10,10 +10,13 @@ and are still readable here, with a ``DeprecationWarning``, until the next relea
 import warnings
 from typing import Any
 
+_PARTS = frozenset({"kit", "offload", "copying"})
+"""The package's modules: ``from ctxmgmt.adapter import kit`` imports them, never this hook."""
+
 
 def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
+    if name.startswith("__") or name in _PARTS:
+        raise AttributeError(name)  # a module not imported yet: the import system loads it
     from ctxmgmt.adapter import kit
 
     if not hasattr(kit, name):

@@ -12,7 +12,7 @@ question within a budget), :meth:`~Conversation.clear` and :meth:`~Conversation.
 The select path, top to bottom, each step once: the history is read
 (:meth:`ConvertedHistory.read <ctxmgmt.session.converted.ConvertedHistory.read>`: conversion of
 what changed, the turn in progress and the question, :mod:`ctxmgmt.session.query`), the derived
-state catches up (:meth:`StoredState.sync <ctxmgmt.session.stored_state.StoredState.sync>`,
+state catches up (:meth:`StoredState.catch_up <ctxmgmt.session.stored_state.StoredState.catch_up>`,
 within :data:`INDEX_SECONDS`), the context is composed (:func:`ctxmgmt.session.selection.compose_context`)
 and mapped back to the caller's objects (:meth:`ctxmgmt.session.codec.Codec.selection`).
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import BaseMessage
 
-from ctxmgmt import Block, ConfigurationError, Context, Strategy
+from ctxmgmt import ConfigurationError, Context, Strategy
 from ctxmgmt.adapter import kit as adapter
 from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.components.budget import check_budget
@@ -203,15 +203,6 @@ class ThreadSelection(adapter.SelectionRecord):
         """Build the ctxmgmt Strategy from this object's parameters."""
         return adapter.strategy_of(self, complete_with, budget_name="max_tokens", token_counter=self._counter)
 
-    def _text_block(self, block: Block) -> list[BaseMessage]:
-        """LangChain messages for a summary/entity block: one framed memory message.
-
-        Its role is the strategy's ``memory_role`` (default ``"user"``: a ``HumanMessage``
-        opening with a line saying it is a record of earlier conversation, not instructions;
-        :mod:`ctxmgmt.messages.framing`). Override it to place the memory elsewhere.
-        """
-        return CODEC.text_block(block)
-
     def _select_in_thread(
         self, messages: Sequence[BaseMessage], thread_id: str | None, graph_store: Any = None
     ) -> Selection[BaseMessage]:
@@ -231,9 +222,7 @@ class ThreadSelection(adapter.SelectionRecord):
                 if store is None:
                     store = self._graph_stores[graph_store] = as_state_store(graph_store)
         conversation = self._pool.get(thread_id, store=store)
-        return conversation.select(
-            messages, budget=self.max_tokens, progress=self.progress, text_block=self._text_block
-        )
+        return conversation.select(messages, budget=self.max_tokens, progress=self.progress)
 
 
 def thread_id_of(config: Any) -> str | None:

@@ -2,7 +2,7 @@
 
 Going in, each LangChain message becomes a framework-free :class:`~ctxmgmt.Message`. Coming
 back, verbatim blocks of a :class:`~ctxmgmt.Context` are mapped to the *original* LangChain
-objects by turn provenance (:func:`ctxmgmt.session.selection.pick_originals`, shared with the
+objects by turn provenance (:meth:`ctxmgmt.session.codec.Codec.originals`, shared with the
 LlamaIndex adapter), so the model receives exactly what is in the history (ids,
 ``additional_kwargs``, ``response_metadata``, image/audio/file blocks included). Only text
 blocks (summaries, entity lists) produce new LangChain messages (:func:`from_ctxmgmt`): framed
@@ -29,7 +29,7 @@ from ctxmgmt import InvalidMessageError, Message
 from ctxmgmt.messages.timestamps import timestamp_text
 from ctxmgmt.messages.tool_args import args_snapshot
 from ctxmgmt.messages.types import EMPTY_MESSAGE_TEXT, block_text
-from ctxmgmt.session.conversation import Codec
+from ctxmgmt.session.codec import Codec
 
 _ROLES: tuple[tuple[type[BaseMessage], str], ...] = (
     (HumanMessage, "user"),

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from ctxmgmt.adapter.offload import run_blocking_for
 from ctxmgmt.messages.context import Context
-from ctxmgmt.session.conversation import Selection
+from ctxmgmt.session.codec import Selection
 from langchain_ctxmgmt._configured import ThreadSelection, thread_id_of
 
 

@@ -53,7 +53,7 @@ from llamaindex_ctxmgmt._chat_store import (
     dump_chat_store,
     load_chat_store_of,
 )
-from llamaindex_ctxmgmt._convert import CODEC, MemoryMessages, QueryInput, text_of, to_messages
+from llamaindex_ctxmgmt._convert import QueryInput, memory_codec, text_of, to_messages
 from llamaindex_ctxmgmt._declare import Copies, add_strategy_fields, conversation_pool
 from llamaindex_ctxmgmt._tokens import CounterTokenizer, resolve_counting, room_after
 
@@ -131,7 +131,6 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
     _pool: ConversationPool[ChatMessage] | None = PrivateAttr(default=None)
     _counter: TokenCounter | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
-    _memory_messages: MemoryMessages = PrivateAttr(default_factory=MemoryMessages)
 
     def __init_subclass__(cls, strategy: type[Strategy] | None = None, **kwargs: Any) -> None:
         if strategy is not None:  # before pydantic collects the fields
@@ -159,7 +158,7 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
         counter, tokenizer = resolve_counting(self.token_counter, self.tokenizer_fn)
         self.tokenizer_fn = tokenizer
         self._counter = counter
-        self._pool = conversation_pool(self, counter, CODEC, surface="memory")
+        self._pool = conversation_pool(self, counter, memory_codec(), surface="memory")
         self._conversation()  # builds the strategy: its errors surface now
 
     @property
@@ -328,7 +327,6 @@ class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, Base
                     query=query,
                     budget=room,
                     progress=self.progress,
-                    text_block=self._memory_messages,
                 )
             except BudgetExceededError:
                 if initial_token_count == 0:

@@ -3,7 +3,7 @@
 Only text goes to the core, plus the kinds of the media blocks (images, audio, video,
 documents: for token estimates; never their bytes). The way back never rebuilds a
 ``ChatMessage``: the core selects *turns*, and
-:func:`ctxmgmt.session.selection.pick_originals` maps them back to the caller's own
+:meth:`ctxmgmt.session.codec.Codec.originals` maps them back to the caller's own
 ``ChatMessage`` objects, so the LLM receives exactly what was stored (tool-call blocks,
 thinking blocks, media blocks, provider-specific ``additional_kwargs`` included).
 """
@@ -14,6 +14,7 @@ import functools
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -32,13 +33,14 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.schema import QueryBundle
 
-from ctxmgmt.messages.context import Block, Context
+from ctxmgmt.messages.context import Context
 from ctxmgmt.messages.exceptions import InvalidMessageError
 from ctxmgmt.messages.framing import escape_data
 from ctxmgmt.messages.timestamps import timestamp_text
 from ctxmgmt.messages.tool_args import args_snapshot, bound_call, is_cut
 from ctxmgmt.messages.types import EMPTY_MESSAGE_TEXT, Message, block_text, clean_text
-from ctxmgmt.session.conversation import Codec
+from ctxmgmt.session.codec import Codec
+from ctxmgmt.session.query import newest_query
 
 ROLE_MAP: dict[str, str] = {
     MessageRole.SYSTEM.value: "system",
@@ -278,13 +280,18 @@ def text_of(value: QueryInput) -> str | None:
 
 
 def latest_user_text(messages: Sequence[ChatMessage] | None) -> str:
-    """Text of the newest user message in ``messages`` ("" if there is none)."""
-    for message in reversed(messages or ()):
-        if isinstance(message, ChatMessage) and _role_of(message) == "user":
-            text = text_of(message) or ""
-            if text.strip():
-                return text
-    return ""
+    """Text of the newest user message in ``messages`` that has text ("" if there is none).
+
+    The core's rule (:func:`ctxmgmt.session.query.newest_query`) over the user messages' texts.
+    """
+    users = (m for m in reversed(messages or ()) if isinstance(m, ChatMessage) and _role_of(m) == "user")
+    return newest_query(_query_text(m) for m in users)
+
+
+def _query_text(message: ChatMessage) -> str:
+    """A user message's text as a query: "" when it has none but whitespace."""
+    text = text_of(message) or ""
+    return text if text.strip() else ""
 
 
 _MEMORY_ROLES: dict[str, MessageRole] = {
@@ -358,22 +365,26 @@ CODEC: Codec[ChatMessage] = Codec(
 
 
 class MemoryMessages:
-    """Summary and entity blocks as framed memory ``ChatMessage`` s, the same objects for the same text.
+    """Framed memory messages as ``ChatMessage`` s, the same object for the same text.
 
-    The newest ``size`` (32) distinct texts are kept, so repeated gets return equal lists.
+    A memory's codec (:func:`memory_codec`): the newest ``size`` (32) distinct texts are kept,
+    so repeated gets return equal lists.
     """
 
     def __init__(self, size: int = 32) -> None:
         self.size = size
         self._messages: OrderedDict[str, ChatMessage] = OrderedDict()
 
-    def __call__(self, block: Block) -> list[ChatMessage]:
-        out: list[ChatMessage] = []
-        for message in CODEC.text_block(block):
-            text = message.content or ""
-            kept = self._messages.setdefault(text, message)
-            self._messages.move_to_end(text)
-            while len(self._messages) > self.size:
-                self._messages.popitem(last=False)
-            out.append(kept)
-        return out
+    def __call__(self, message: Message) -> ChatMessage:
+        made = memory_message(message)
+        text = made.content or ""
+        kept = self._messages.setdefault(text, made)
+        self._messages.move_to_end(text)
+        while len(self._messages) > self.size:
+            self._messages.popitem(last=False)
+        return kept
+
+
+def memory_codec() -> Codec[ChatMessage]:
+    """:data:`CODEC` with memory messages of its own (:class:`MemoryMessages`), for one memory."""
+    return replace(CODEC, memory_message=MemoryMessages())

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import (
@@ -21,8 +22,9 @@ from langchain_core.messages import (
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
 from ctxmgmt.messages.framing import frame_memory
-from ctxmgmt.session.selection import select_originals
+from ctxmgmt.session.converted import ConvertedHistory
 from langchain_ctxmgmt._convert import (
+    CODEC,
     content_text,
     from_ctxmgmt,
     to_ctxmgmt,
@@ -140,7 +142,7 @@ def test_a_selection_with_images_respects_the_budget(hashing_embedder):
     strategy = KadaneDialStrategy(embedder=hashing_embedder, token_counter=counter)
     context = build_context(strategy, converted, budget=150)
     assert context.tokens <= 150
-    selected = select_originals(context, converted, originals, lambda block: [])
+    selected = select_originals(context, originals)
     picked = [m for m in selected if isinstance(m.content, list)]
     assert picked and len(picked) < 6  # not everything fits: the images are counted
     for message in picked:  # the original objects, image blocks included
@@ -242,6 +244,16 @@ def test_errors_are_value_errors():
         to_ctxmgmt(HumanMessage(""))
 
 
+def select_originals(context, originals, codec=CODEC):
+    """The caller's objects for ``context``, mapped as ``Conversation.select`` maps them.
+
+    The history is read by :class:`ConvertedHistory` (grouped into turns) and mapped back by
+    :meth:`ctxmgmt.session.codec.Codec.originals`, the one place a context becomes originals.
+    """
+    reading = ConvertedHistory(codec.to_core, codec.snapshot).read(originals)
+    return codec.originals(context, reading.system_originals, reading.turn_originals)
+
+
 def _memory_messages(block):
     """What the adapter sends for a block: verbatim messages, or a text block's framed memory message."""
     return [from_ctxmgmt(m) for m in block.as_messages()]
@@ -263,7 +275,7 @@ def test_round_trip_returns_the_original_objects():
             Block("current", turns=(0,), messages=tuple(converted[1:])),
         ],
     )
-    back = select_originals(context, converted, originals, _memory_messages)
+    back = select_originals(context, originals)
     assert len(back) == len(originals) and all(b is o for b, o in zip(back, originals, strict=True))
 
 
@@ -293,7 +305,7 @@ def test_select_originals_maps_turns_by_provenance(hashing_embedder):
     strategy = KadaneDialStrategy(embedder=hashing_embedder)
     context = build_context(strategy, converted)
 
-    selected = select_originals(context, converted, originals, _memory_messages)
+    selected = select_originals(context, originals)
 
     assert selected[0] is originals[0]
     assert selected[-1] is originals[-1]
@@ -314,7 +326,7 @@ def test_select_originals_uses_the_current_list_even_for_cached_turns(hashing_em
     ]
     converted = to_ctxmgmt_messages(second)
     context = build_context(strategy, converted)
-    selected = select_originals(context, converted, second, _memory_messages)
+    selected = select_originals(context, second)
     assert selected[0] is second[0] and selected[1] is second[1]
     assert all(any(m is o for o in second) for m in selected)
 
@@ -323,7 +335,7 @@ def test_select_originals_renders_text_blocks():
     context = Context(
         query="q", blocks=[Block("summary", turns=(0, 1), text="Earlier: the user owns a cat.")]
     )
-    (message,) = select_originals(context, [], [], _memory_messages)
+    (message,) = select_originals(context, [])
     # a framed user-role memory message, never a system message by default (ctxmgmt.messages.framing)
     assert isinstance(message, HumanMessage) and message.content == frame_memory(
         "Earlier: the user owns a cat."
@@ -332,8 +344,10 @@ def test_select_originals_renders_text_blocks():
     assert isinstance(_memory_messages(assistant)[0], AIMessage)
     system = Block("summary", text="Earlier: the user owns a cat.", role="system")
     assert isinstance(_memory_messages(system)[0], SystemMessage)  # only when asked for
-    custom = select_originals(context, [], [], lambda b: [HumanMessage(f"[summary] {b.text}")])
-    assert custom[0].content == "[summary] Earlier: the user owns a cat."
+    # an adapter places memory elsewhere through its codec's memory_message
+    codec = replace(CODEC, memory_message=lambda m: HumanMessage(f"[summary] {m.text}"))
+    custom = select_originals(context, [], codec)
+    assert custom[0].content == "[summary] " + frame_memory("Earlier: the user owns a cat.")
 
 
 def test_import_guard_names_the_extra():

@@ -26,7 +26,7 @@ from llama_index.core.schema import QueryBundle
 
 from ctxmgmt import Block, Context, InvalidMessageError, KadaneDialStrategy, Message, build_context
 from ctxmgmt.messages.framing import frame_memory
-from ctxmgmt.session.selection import select_originals
+from ctxmgmt.session.converted import ConvertedHistory
 from llamaindex_ctxmgmt._convert import (
     CODEC,
     ROLE_MAP,
@@ -290,7 +290,7 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     first = _history()
     converted = to_messages(first)
     context = build_context(strategy, converted, query="Peru capital")
-    selected = select_originals(context, converted, first, CODEC.text_block)
+    selected = select_originals(context, first)
     assert all(any(s is o for o in first) for s in selected)
     assert selected[0] is first[0] and selected[-1] is first[-1]
     # the whole tool turn comes back: user, tool call, tool result, answer
@@ -301,8 +301,18 @@ def test_select_originals_returns_the_callers_objects_by_turn(hashing_embedder):
     second = _history()
     converted2 = to_messages(second)
     context2 = build_context(strategy, converted2, query="Peru capital")
-    selected2 = select_originals(context2, converted2, second, CODEC.text_block)
+    selected2 = select_originals(context2, second)
     assert [id(m) for m in selected2] == [id(second[first.index(m)]) for m in selected]
+
+
+def select_originals(context, originals, codec=CODEC):
+    """The caller's objects for ``context``, mapped as ``Conversation.select`` maps them.
+
+    The history is read by :class:`ConvertedHistory` (grouped into turns) and mapped back by
+    :meth:`ctxmgmt.session.codec.Codec.originals`, the one place a context becomes originals.
+    """
+    reading = ConvertedHistory(codec.to_core, codec.snapshot).read(originals)
+    return codec.originals(context, reading.system_originals, reading.turn_originals)
 
 
 def _context(converted: list[Message], *blocks: Block) -> Context:
@@ -319,7 +329,7 @@ def test_select_originals_text_blocks_become_framed_user_messages():
         Block("turns", turns=(1,), messages=converted[3:7]),
         Block("current", turns=(2,), messages=(converted[7],)),
     )
-    selected = select_originals(context, converted, history, CODEC.text_block)
+    selected = select_originals(context, history)
     assert selected[0] is history[0]
     assert selected[1].role == MessageRole.USER  # never system by default (ctxmgmt.messages.framing)
     assert selected[1].content == frame_memory("The user has a cat named Miso.")

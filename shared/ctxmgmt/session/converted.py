@@ -24,14 +24,46 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ctxmgmt.messages.context import Block, Context
 from ctxmgmt.messages.timestamps import stamp_missing
 from ctxmgmt.messages.types import Message, Turn, chain_hashes
-from ctxmgmt.session.selection import pick_originals
+from ctxmgmt.session.query import infer_query, split_current
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Reading(Generic[T]):
+    """One call's view of a conversation's history (:meth:`ConvertedHistory.read`).
+
+    Attributes:
+        system: Core form of the system messages (empty for flushed messages).
+        past: The completed turns, oldest first.
+        current: The turn in progress (None when none, or flushed).
+        question: The query to select for ("" when there is no user message with text).
+        chains: Chain hashes of ``past`` (:func:`~ctxmgmt.messages.types.chain_hashes`).
+        system_originals: The caller's system messages.
+        turn_originals: ``turn_originals[i]`` are the caller's messages of turn ``i``.
+    """
+
+    system: Sequence[Message]
+    past: list[Turn]
+    current: Turn | None
+    question: str
+    chains: list[str]
+    system_originals: Sequence[T]
+    turn_originals: Sequence[Sequence[T]]
+
+
+def utc_today() -> dt.date:
+    """The day a message without a time of its own was first seen (UTC).
+
+    A day, not a moment: it is all that relative dates need ("yesterday"), and a summary item
+    that shows it costs a few tokens, not a full timestamp's.
+    """
+    return dt.datetime.now(dt.UTC).date()
 
 
 class ConvertedHistory(Generic[T]):
@@ -121,12 +153,35 @@ class ConvertedHistory(Generic[T]):
             self._chains.extend(chain_hashes(self.turns[have:count], self._chains[-1] if have else ""))
         return self._chains[:count]
 
-    def select_originals(self, context: Context, text_block: Callable[[Block], list[T]]) -> list[T]:
-        """The caller's messages for what ``context`` selected.
+    def read(
+        self, originals: Sequence[T], *, query: str | None = None, flushed: bool = False, check: bool = True
+    ) -> Reading[T]:
+        """:meth:`update` with ``originals``, then what a selection reads of them, in one call.
 
-        See :func:`~ctxmgmt.session.selection.pick_originals`.
+        ``flushed=True``: every turn is completed (a ``Memory`` block's flushed messages) and
+        the system messages are left out; else the last turn may be in progress
+        (:func:`~ctxmgmt.session.query.split_current`). The question is ``query`` when given,
+        else the newest user message (:func:`~ctxmgmt.session.query.infer_query`).
+
+        Raises:
+            InvalidMessageError: a new or changed message cannot be converted.
         """
-        return pick_originals(context, self.system_originals, self.turn_originals, text_block)
+        self.update(originals, check=check)
+        if flushed:
+            system: Sequence[Message] = ()
+            past, current = list(self.turns), None
+        else:
+            system = self.system
+            past, current = split_current(self.turns)
+        return Reading(
+            system=system,
+            past=past,
+            current=current,
+            question=infer_query(past, current, query),
+            chains=self.chains(len(past)),
+            system_originals=self.system_originals,
+            turn_originals=self.turn_originals,
+        )
 
     def clear(self) -> None:
         """Forget every message."""

@@ -1,53 +1,26 @@
-"""Selection over one conversation: query inference, the turn in progress, budgeting, provenance.
+"""Composing a context: the one selection step every surface runs.
 
-:func:`compose_context` is the one selection step every surface runs (system messages first,
-the strategy's choice among the completed turns, the turn in progress last, within a token
-budget); :class:`ctxmgmt.session.conversation.Conversation` calls it for the adapters and
-:func:`build_context` for a plain list of core messages. :func:`pick_originals` maps a
-:class:`~ctxmgmt.messages.context.Context` back to the caller's own message objects. Nothing here knows
-a framework.
+:func:`compose_context` puts the system messages first, the strategy's choice among the
+completed turns in between and the turn in progress last, within a token budget;
+:class:`ctxmgmt.session.conversation.Conversation` calls it for the adapters, and
+:func:`build_context` for a plain list of core messages. Which turn is in progress and what the
+question is are decided before (:mod:`ctxmgmt.session.query`); mapping the context back to the
+caller's own objects is the codec's (:meth:`ctxmgmt.session.codec.Codec.originals`). Nothing
+here knows a framework.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
 
 from ctxmgmt.components.budget import check_budget, messages_tokens, turn_tokens
 from ctxmgmt.messages.context import Block, Context
 from ctxmgmt.messages.exceptions import BudgetExceededError
-from ctxmgmt.messages.types import Message, Turn, clean_text, group_turns, split_system
+from ctxmgmt.messages.types import Message, Turn, group_turns, split_system
 from ctxmgmt.session.backlog import BacklogIndex
 from ctxmgmt.session.layout import arrange, stable_prefix_tokens, uses_layout
+from ctxmgmt.session.query import infer_query, split_current
 from ctxmgmt.strategies.base import Strategy
-
-
-def split_current(turns: Sequence[Turn]) -> tuple[list[Turn], Turn | None]:
-    """Split turns into (completed past turns, the turn in progress or None).
-
-    The last turn is in progress unless it ends with a final assistant answer: it holds the
-    user's new message, or a tool call waiting for (or just given) its result.
-    """
-    if turns and not turns[-1].is_complete:
-        return list(turns[:-1]), turns[-1]
-    return list(turns), None
-
-
-def infer_query(turns: Sequence[Turn], current: Turn | None, query: str | None) -> str:
-    """The query to select for: ``query`` if given, else the newest user message ("" if none).
-
-    A user message with media and no text (e.g. only an image) has no query text, so the
-    newest user message that has text is used. A given ``query`` is cleaned like message text
-    (:func:`~ctxmgmt.messages.types.clean_text`).
-    """
-    if query is not None and query.strip():
-        return clean_text(query)
-    if current is not None and current.query:
-        return current.query
-    for turn in reversed(turns):
-        if turn.query:
-            return turn.query
-    return ""
 
 
 def sync_strategy(strategy: Strategy, past: Sequence[Turn]) -> None:
@@ -99,6 +72,7 @@ def compose_context(
     current: Turn | None,
     *,
     query: str | None = None,
+    question: str | None = None,
     budget: int | None = None,
     pending_tokens: Callable[[Turn], int] | None = None,
     backlog: BacklogIndex | None = None,
@@ -112,7 +86,8 @@ def compose_context(
     what is left of ``budget`` (tokens; None = no limit). The query is ``query`` when given,
     else the newest user message (:func:`infer_query`). With no query at all (no user message
     yet) the strategy is not consulted and every completed turn is kept, newest first within
-    the budget.
+    the budget. ``question``: the query already inferred by the caller
+    (:attr:`ctxmgmt.session.converted.Reading.question`); ``query`` is then not read.
 
     When the strategy holds only a prefix of ``past`` (a backlog still being derived), the
     ``backlog`` index chooses among the rest (:meth:`ctxmgmt.session.backlog.BacklogIndex.select`),
@@ -133,7 +108,8 @@ def compose_context(
     """
     budget = check_budget(budget)
     counter = strategy.token_counter
-    question = infer_query(past, current, query)
+    if question is None:
+        question = infer_query(past, current, query)
 
     fixed = messages_tokens(counter, system) + (turn_tokens(counter, current) if current else 0)
     if budget is not None and fixed > budget:
@@ -196,52 +172,6 @@ def compose_context(
             counter, context.messages(), previous.messages()
         )
     return context
-
-
-T = TypeVar("T")
-
-
-def pick_originals(
-    context: Context,
-    system: Sequence[T],
-    turns: Sequence[Sequence[T]],
-    text_block: Callable[[Block], list[T]],
-) -> list[T]:
-    """The caller's own message objects for what ``context`` selected, in block order.
-
-    ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
-    (grouped as :func:`ctxmgmt.messages.types.group_turns` groups their core form), so a turn always
-    comes back whole, as the caller's objects (ids and metadata included). Text blocks
-    (summaries, entities) become what ``text_block`` makes.
-    """
-    out: list[T] = []
-    for block in context.blocks:
-        if block.kind == "system":
-            out.extend(system)
-        elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
-            out.extend(o for t in block.turns for o in turns[t])
-        elif block.text:
-            out.extend(text_block(block))
-    return out
-
-
-def select_originals(
-    context: Context,
-    converted: Sequence[Message],
-    originals: Sequence[T],
-    text_block: Callable[[Block], list[T]],
-) -> list[T]:
-    """The caller's own message objects for what ``context`` selected, in block order.
-
-    :func:`pick_originals` for callers that hold a flat list: ``converted[i]`` is the core
-    form of ``originals[i]``; they are grouped here as :func:`build_context` groups them.
-    """
-    if len(converted) != len(originals):
-        raise ValueError("converted and originals differ in length")
-    original_of = {id(c): o for c, o in zip(converted, originals, strict=True)}
-    system, conversation = split_system(list(converted))
-    turns = [[original_of[id(m)] for m in turn.messages] for turn in group_turns(conversation)]
-    return pick_originals(context, [original_of[id(m)] for m in system], turns, text_block)
 
 
 def _newest_within(costs: Iterable[int], budget: int | None) -> tuple[int, int]:

@@ -1,17 +1,72 @@
-"""One conversation's derived state, kept in step with its raw history and persisted in a store.
+"""What ctxmgmt stores, where, under which key, and how a restart finds it: the one story of state.
 
-:meth:`StoredState.sync` brings a strategy up to date with the completed turns of the raw
-history: it compares chain hashes (a running hash of every turn's fingerprint, so an edit
-or deletion anywhere is found, not only in sampled turns), rewinds to the last turn that
-still matches (state restored from the store as it was after that turn, or rebuilt), and
-adds the new turns, writing each turn's changed records in one store transaction.
-:class:`ctxmgmt.session.conversation.Conversation` owns one and calls it under its lock.
+**Two kinds of state.** The *raw history* (the caller's messages) is the framework's: a
+LangGraph checkpoint, a LangChain chat history, a LlamaIndex chat store. ctxmgmt never keeps
+its own copy, except for messages a LlamaIndex ``Memory`` flushes into a memory block, which
+the block logs (:class:`~ctxmgmt.store.message_log.MessageLog`, one entry per message, under
+``compose_key("flushed", block name, session id)``). The *derived state* (what a strategy
+computed from the turns: embeddings, token counts, summaries, entities, spans, trees) is a
+cache of the raw history: losing it costs a rebuild, never a message.
+
+**What is stored.** For each conversation, a log of *turn entries*
+(:class:`~ctxmgmt.store.base.TurnEntry`): adding turn ``i`` writes its chain hash and the records
+of :meth:`Strategy.derived_state <ctxmgmt.strategies.base.Strategy.derived_state>` that changed
+when the strategy took the turn (:func:`~ctxmgmt.store.records.flatten` splits the state into
+``name``, ``name[i]``, ``name{key}`` records; :class:`~ctxmgmt.store.records.RecordTracker`
+finds what changed). A header holds the strategy's name, its
+:meth:`~ctxmgmt.strategies.base.Strategy.stored_config` (parameters, and the embedder and token
+counter the state was built with),
+:data:`~ctxmgmt.store.base.SCHEMA_VERSION` and a compare-and-set ``version``. The state after
+turn ``k`` is the newest value of each record over entries ``0..k``. The same derived state is
+what :meth:`~ctxmgmt.strategies.base.Strategy.to_state` puts in one JSON document beside the
+turns (for a strategy saved by hand); the adapters' ``to_dict()`` saves parameters and the raw
+history only (:func:`ctxmgmt.adapter.kit.plain_data` checks it), never derived state.
+
+**Where.** A :class:`~ctxmgmt.store.base.StateStore`: in process
+(:class:`~ctxmgmt.store.memory.InMemoryStore`, the default), SQLite or PostgreSQL
+(:mod:`ctxmgmt.store.sql`: tables ``ctxmgmt_sessions``, ``ctxmgmt_turns``, ``ctxmgmt_records``),
+or a framework's key-value store (:mod:`ctxmgmt.store.items`: LangGraph ``BaseStore``,
+LlamaIndex ``BaseKVStore``); :func:`ctxmgmt.store.open_store` wraps each real backend in a
+:class:`~ctxmgmt.store.circuit.CircuitStore`.
+
+**Under which key.** ``strategy:surface[:name]:id`` (:meth:`ctxmgmt.session.pool.Pool.key`,
+:func:`~ctxmgmt.store.keys.compose_key`, each part escaped): the strategy's name, the adapter
+surface (``middleware``, ``classic``, ``memory``, ``block``, ...), the adapter instance's name
+when it has one, and the framework's conversation id (``thread_id``, ``session_id``,
+``chat_store_key``). Backends file it under :func:`~ctxmgmt.store.keys.bounded_key` (a digest
+when longer than 1 KB).
+
+**How a restart finds it.** Nothing in the process is needed: the first call of a conversation
+after a restart gets a new :class:`~ctxmgmt.session.conversation.Conversation` for the same key,
+and :meth:`StoredState.sync` loads the stored header and chain hashes and compares them with the
+chain hashes of the raw history the framework passes (a running hash of every turn's
+fingerprint: an edit or deletion anywhere is found). It restores the state after the longest
+prefix that still matches (:meth:`~ctxmgmt.strategies.base.Strategy.restore`, nothing
+recomputed), deletes what was derived after it (:meth:`~ctxmgmt.store.base.StateStore.truncate`)
+and derives only the turns after it. A header built by another strategy, other parameters,
+another embedder or token counter, or another schema is rebuilt from the raw history.
+
+**Erasure.** An edited or deleted message changes the chain hashes from its turn on, so the next
+call rewinds the stored state to the turn before it and rebuilds from there; a memory block's
+``erase`` does it at once (and rewrites its message log). ``clear()`` deletes the key. SWin's
+``new_session`` (:meth:`~ctxmgmt.session.conversation.Conversation.carry_over`) deletes the key
+and writes the carried-over state with the next turn.
+
+**Fork and copies.** A forked child (:mod:`ctxmgmt.session.worker`) or a ``copy.deepcopy`` of an
+adapter shares the store and the keys: the next call of either side compares chain hashes and
+versions (a lost compare-and-set reloads), so two processes never mix their derived state.
+
+:meth:`StoredState.sync` is the one entry point: it brings a strategy up to date with the
+completed turns of the raw history, rewinding where the history changed, and writes each turn's
+changed records in one store transaction. :class:`ctxmgmt.session.conversation.Conversation`
+owns one and calls it under its lock.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctxmgmt.messages.types import Turn, chain_hashes
@@ -163,12 +218,66 @@ class StoredState:
         end = len(past) if limit is None else min(len(past), len(self.chains) + limit)
         self._add(past[:end], chains[:end])
 
+    def catch_up(
+        self,
+        past: Sequence[Turn],
+        chains: Sequence[str],
+        *,
+        seconds: float | None,
+        first_step: int,
+        batch: int,
+        clock: Callable[[], float] = time.monotonic,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """:meth:`sync` in steps for about ``seconds``; returns how many turns of ``past`` the strategy holds.
+
+        Loading and rewinding compare the whole of ``past``; new turns are then derived in
+        steps of at most ``batch`` turns (one embedding batch and one store write each) until
+        all are derived or ``seconds`` (None = no limit, by ``clock``) have passed after the
+        first ``first_step`` turns, which are not timed (the first use of a model loads it; 0
+        with ``seconds=0``: load or rewind only). Later steps are sized from the measured rate
+        to fit the time left, and at most double the step before. ``progress`` is called after
+        each step with ``(turns done, turns total)``.
+        """
+        self.sync(past, chains, limit=0)  # load or rewind only
+        done = len(self.chains)
+        step = batch if seconds is None else first_step
+        start: float | None = None  # the first step (which may load models) is not timed
+        timed = 0
+        while done < len(past) and step > 0:
+            self.sync(past, chains, limit=step)
+            done, last = len(self.chains), done
+            if progress is not None:
+                progress(done, len(past))
+            if done == last:  # nothing could be added: never loop on it
+                break
+            if seconds is None:
+                continue
+            if start is None:
+                if seconds <= 0:  # the untimed first step only
+                    break
+                start = clock()
+                continue
+            timed += done - last
+            spent = clock() - start
+            if spent >= seconds:
+                break
+            step = min(  # a strategy's cost per turn can jump (ACM's first collapses): at most doubled
+                2 * (done - last),
+                max(1, min(batch, int((seconds - spent) * timed / spent))) if spent > 0 else batch,
+            )
+        return done
+
     # -- loading and rewinding ----------------------------------------------------------------
-    def _unload(self) -> None:
+    def _forget_derived(self) -> None:
+        """The strategy holds no turns and nothing is known to be written (the store is not touched)."""
         self.strategy.reset()
-        self.chains = []
-        self.version = 0
         self._tracker.reset()
+        self.chains = []
+
+    def _unload(self) -> None:
+        self._forget_derived()
+        self.version = 0
         self._loaded = self.store is None
 
     def _load(self, past: Sequence[Turn], chains: list[str]) -> None:
@@ -224,9 +333,7 @@ class StoredState:
                 type(exc).__name__,
                 exc,
             )
-            self.strategy.reset()
-            self._tracker.reset()
-            self.chains = []
+            self._forget_derived()
             if self.store is not None:
                 self.version = self.store.truncate(self.key, 0, expected_version=self.version)
             return
@@ -236,14 +343,10 @@ class StoredState:
     def _rewind(self, past: Sequence[Turn], chains: list[str], keep: int) -> None:
         """State as it was after turn ``keep - 1``; everything derived later is deleted."""
         if self.store is None:
-            self.strategy.reset()  # content-keyed caches make the rebuild cheap
-            self._tracker.reset()
-            self.chains = []
+            self._forget_derived()  # content-keyed caches make the rebuild cheap
             return
         self.version = self.store.truncate(self.key, keep, expected_version=self.version)
-        self.strategy.reset()
-        self._tracker.reset()
-        self.chains = []
+        self._forget_derived()
         if keep:
             self._restore(past[:keep], chains[:keep], self._records_upto(keep))
 
@@ -297,8 +400,4 @@ class StoredState:
                 self.home.delete(self.key)
             except StoreError as exc:
                 logger.warning("could not delete session %s from the store: %s", shown_key(self.key), exc)
-        self.strategy.reset()
-        self.chains = []
-        self.version = 0
-        self._tracker.reset()
-        self._loaded = self.store is None
+        self._unload()

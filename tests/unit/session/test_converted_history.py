@@ -184,3 +184,30 @@ def test_without_a_snapshot_only_the_same_object_is_reused() -> None:
     rebuilt = [FrameworkMessage(m.role, m.content) for m in messages]
     check(view, rebuilt)
     assert all(m.conversions[0] == 1 for m in rebuilt)
+
+
+def test_read_gives_the_turn_in_progress_the_question_and_the_chains_in_one_call():
+    view: ConvertedHistory[FrameworkMessage] = ConvertedHistory(convert, None)
+    messages = [
+        FrameworkMessage("system", "be brief"),
+        FrameworkMessage("user", "cats?"),
+        FrameworkMessage("assistant", "yes"),
+        FrameworkMessage("user", "and dogs?"),
+    ]
+    reading = view.read(messages)
+    assert [t.query for t in reading.past] == ["cats?"]
+    assert reading.current is not None and reading.current.query == "and dogs?"
+    assert reading.question == "and dogs?"
+    assert reading.chains == chain_hashes(reading.past)
+    assert reading.system == view.system and reading.system_originals == [messages[0]]
+    assert reading.turn_originals[1] == [messages[3]]
+    assert view.read(messages, query="birds").question == "birds"
+
+
+def test_a_flushed_read_has_no_system_and_no_turn_in_progress():
+    view: ConvertedHistory[FrameworkMessage] = ConvertedHistory(convert, None)
+    messages = [FrameworkMessage("system", "s"), FrameworkMessage("user", "a"), FrameworkMessage("user", "b")]
+    reading = view.read(messages, flushed=True)
+    assert reading.system == () and reading.current is None
+    assert [t.query for t in reading.past] == ["a", "b"]
+    assert reading.chains == chain_hashes(reading.past)

@@ -387,3 +387,43 @@ def test_sentence_transformer_embedders_are_named_by_their_model():
     other = built_with(SentenceTransformerEmbedder("/models/other"))
     assert bundled["embedder"] == "sentence-transformers:all-MiniLM-L6-v2"
     assert other["embedder"] == "sentence-transformers:/models/other" != bundled["embedder"]
+
+
+class StepClock:
+    """A clock that moves ``per_call`` seconds each time it is read."""
+
+    def __init__(self, per_call: float) -> None:
+        self.now = 0.0
+        self.per_call = per_call
+
+    def __call__(self) -> float:
+        self.now += self.per_call
+        return self.now
+
+
+def test_catch_up_without_a_time_limit_derives_every_turn_in_batches():
+    from ctxmgmt.session.stored_state import StoredState
+
+    store = InMemoryStore()
+    state = StoredState("k", KadaneDialStrategy(embedder=HashingEmbedder()), store)
+    past = conversation(10)
+    seen: list[tuple[int, int]] = []
+    done = state.catch_up(
+        past, chain_hashes(past), seconds=None, first_step=4, batch=4, progress=lambda *p: seen.append(p)
+    )
+    assert done == 10 and len(state.strategy) == 10
+    assert seen == [(4, 10), (8, 10), (10, 10)]
+    assert store.load("k").chains == chain_hashes(past)
+
+
+def test_catch_up_stops_when_its_time_is_spent_and_the_next_call_resumes():
+    from ctxmgmt.session.stored_state import StoredState
+
+    state = StoredState("k", KadaneDialStrategy(embedder=HashingEmbedder()), InMemoryStore())
+    past = conversation(40)
+    chains = chain_hashes(past)
+    # the first 2 turns are untimed; then every clock read costs 1 s of a 1.5 s limit
+    done = state.catch_up(past, chains, seconds=1.5, first_step=2, batch=8, clock=StepClock(1.0))
+    assert 2 < done < 40 and len(state.strategy) == done
+    assert state.catch_up(past, chains, seconds=0.0, first_step=2, batch=8) == done + 2  # untimed step only
+    assert state.catch_up(past, chains, seconds=None, first_step=2, batch=8) == 40

@@ -21,8 +21,6 @@ UNIT = ROOT / "tests" / "unit"
 
 IN_FLIGHT: frozenset[str] = frozenset(
     {
-        "adapter/copying.py",
-        "adapter/kit.py",
         "session/backlog.py",
     }
 )

@@ -1,9 +1,8 @@
-"""build_context, query inference, budgeting, strategy sync and ConversationMemory."""
+"""build_context, query inference, budgeting and strategy sync."""
 
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 from hypothesis import given
@@ -12,7 +11,6 @@ from hypothesis import strategies as st
 from ctxmgmt import (
     BudgetExceededError,
     ConfigurationError,
-    ConversationMemory,
     KadaneDialStrategy,
     Message,
     build_context,
@@ -372,92 +370,3 @@ def test_sync_strategy_unit(hashing_embedder) -> None:
     assert [t.messages for t in strategy.turns] == [t.messages for t in turns]
     sync_strategy(strategy, [])
     assert len(strategy) == 0
-
-
-# ---------------------------------------------------------------------------------------
-# ConversationMemory
-# ---------------------------------------------------------------------------------------
-
-
-def test_memory_add_and_select(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder))
-    memory.add_messages([SYSTEM, *pairs()])
-    assert len(memory.history) == 1 + 2 * len(TOPICS)
-    assert len(memory.strategy) == len(TOPICS) - 1  # the last turn is not closed yet
-    memory.add_messages([Message("user", "car engine rattling exhaust mechanic")])
-    assert len(memory.strategy) == len(TOPICS)  # closed by this user message, itself in progress
-    context = memory.select()
-    assert context.query == "car engine rattling exhaust mechanic"
-    assert_topic_selected(context, 3, 5)
-    assert context.blocks[0].kind == "system"
-    assert context.blocks[-1].kind == "current"
-    explicit = memory.select("python file dictionary list")
-    assert_topic_selected(explicit, 9, 11)
-
-
-def test_memory_budget(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder), budget=120)
-    memory.add_messages(conversation())
-    assert memory.select().tokens <= 120
-    assert memory.select(budget=60).tokens <= 60
-    with pytest.raises(BudgetExceededError):
-        memory.select(budget=5)
-    with pytest.raises(ConfigurationError):
-        memory.select(budget=0)
-
-
-@pytest.mark.parametrize("budget", [0, -5, 2.5, True])
-def test_memory_invalid_budget(hashing_embedder, budget) -> None:
-    with pytest.raises(ConfigurationError):
-        ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder), budget=budget)
-
-
-def test_memory_history_is_lossless(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder), budget=80)
-    messages = conversation()
-    memory.add_messages(messages)
-    memory.select()
-    assert memory.history.messages == tuple(messages)
-
-
-def test_memory_clear(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder))
-    memory.add_messages(conversation())
-    memory.clear()
-    assert len(memory.history) == 0
-    assert len(memory.strategy) == 0
-    assert memory.select().blocks == []
-    memory.add_messages(pairs()[:2])
-    assert len(memory.strategy) == 0  # a turn is closed by the next user message
-    memory.select()
-    assert len(memory.strategy) == 1  # ... or brought in by a selection
-
-
-def test_memory_state_round_trip(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder), budget=150)
-    memory.add_messages(conversation())
-    state = json.loads(json.dumps(memory.to_state()))
-    assert state["budget"] == 150
-
-    restored = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder))
-    restored.add_messages(pairs()[:2])  # stale content is replaced
-    restored.load_state(state)
-    assert restored.budget == 150
-    assert restored.history.messages == memory.history.messages
-    assert len(restored.strategy) == len(memory.strategy)
-    a, b = memory.select(), restored.select()
-    assert a.turn_indices == b.turn_indices
-    assert a.messages() == b.messages()
-    assert a.tokens == b.tokens
-
-
-def test_memory_load_state_without_budget(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder), budget=99)
-    memory.load_state({"history": [m.to_dict() for m in pairs()[:2]]})
-    assert memory.budget is None
-    assert len(memory.history) == 2
-
-
-def test_memory_message_tokens(hashing_embedder) -> None:
-    memory = ConversationMemory(KadaneDialStrategy(embedder=hashing_embedder))
-    assert memory.message_tokens(Message("user", "hello world")) == 2 + MESSAGE_OVERHEAD

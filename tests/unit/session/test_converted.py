@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from ctxmgmt import InvalidMessageError
 from ctxmgmt.messages.types import Message, chain_hashes, group_turns, split_system
-from ctxmgmt.session.converted import ConvertedHistory
+from ctxmgmt.session.converted import ConvertedHistory, utc_today
 
 
 @dataclass(eq=False)
@@ -211,3 +212,54 @@ def test_a_flushed_read_has_no_system_and_no_turn_in_progress():
     assert reading.system == () and reading.current is None
     assert [t.query for t in reading.past] == ["a", "b"]
     assert reading.chains == chain_hashes(reading.past)
+
+
+def test_a_clock_stamps_messages_without_a_time_when_first_converted() -> None:
+    days = iter([dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)])
+    view = ConvertedHistory(convert, lambda m: (m.role, m.content), clock=lambda: next(days))
+    messages = chat(1)
+    view.update(messages)
+    assert [m.seen for m in view.messages] == ["2026-01-01"] * 3  # the day, ISO
+    messages += [FrameworkMessage("user", "question 1")]
+    view.update(messages)
+    assert view.messages[-1].seen == "2026-01-02" and view.messages[0].seen == "2026-01-01"
+    messages[2] = FrameworkMessage("assistant", "answer 0")  # rebuilt, equal: keeps its conversion
+    messages[3].content = "question 1, edited"  # converted again: a new day
+    view.update(messages)
+    assert [m.seen for m in view.messages] == ["2026-01-01"] * 3 + ["2026-01-03"]
+
+
+def test_without_a_clock_nothing_is_stamped() -> None:
+    view = ConvertedHistory(convert, None)
+    view.update(chat(2))
+    assert all(m.seen is None for m in view.messages)
+
+
+def test_utc_today_is_todays_date_in_utc() -> None:
+    before = dt.datetime.now(dt.UTC).date()
+    today = utc_today()
+    assert isinstance(today, dt.date) and not isinstance(today, dt.datetime)
+    assert before <= today <= dt.datetime.now(dt.UTC).date()
+
+
+def test_clear_forgets_every_message_and_the_next_update_converts_again() -> None:
+    view = ConvertedHistory(convert, lambda m: m.content)
+    messages = chat(2)
+    view.update(messages)
+    view.chains(2)
+    view.clear()
+    assert view.originals == view.messages == view.turns == view.system == []
+    assert view.turn_originals == view.system_originals == [] and view.chains(0) == []
+    check(view, messages)
+    assert all(m.conversions[0] == 2 for m in messages)
+    assert view.chains(2) == chain_hashes(view.turns)
+
+
+def test_an_unchanged_history_returns_the_same_view_without_reading_anything_again() -> None:
+    view = ConvertedHistory(convert, lambda m: m.content)
+    messages = chat(2)
+    assert view.update(messages) is view
+    turns = list(view.turns)
+    assert view.update(list(messages)) is view
+    assert all(a is b for a, b in zip(view.turns, turns, strict=True))
+    assert all(m.conversions[0] == 1 for m in messages)

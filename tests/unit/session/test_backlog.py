@@ -1,0 +1,150 @@
+"""BacklogIndex: KadaneDial over the static encoder, choosing among the turns not derived yet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ctxmgmt.session.backlog as backlog_module
+from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.messages.types import Message, Turn, chain_hashes, group_turns
+from ctxmgmt.session.backlog import QUESTION_TAU, RECENT_TURNS, BacklogIndex
+from tests.helpers import TOPICS
+
+QUESTION = "car exhaust rattling mechanic"
+"""Its topic is turns 3-5 (tests.helpers.TOPICS)."""
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def cost(turn: Turn) -> int:
+    return sum(words(m.text) for m in turn.messages)
+
+
+def history(topics=TOPICS) -> list[Turn]:
+    return group_turns([m for q, a in topics for m in (Message("user", q), Message("assistant", a))])
+
+
+@pytest.fixture
+def turns() -> list[Turn]:
+    return history()
+
+
+@pytest.fixture
+def index(turns: list[Turn]) -> BacklogIndex:
+    index = BacklogIndex(words)
+    index.update(turns, chain_hashes(turns), seconds=None)
+    return index
+
+
+def indexed_text(index: BacklogIndex) -> list[str]:
+    return [m.text for t in index.strategy.turns for m in t.messages]
+
+
+# -- update ---------------------------------------------------------------------------------------
+
+
+def test_update_indexes_every_completed_turn(index, turns) -> None:
+    assert len(index.strategy.turns) == len(turns)
+    assert index.recent == RECENT_TURNS
+    assert indexed_text(index) == [m.text for t in turns for m in t.messages]
+
+
+def test_a_growing_history_is_indexed_from_where_it_stopped(turns, monkeypatch) -> None:
+    index = BacklogIndex(words)
+    resets: list[int] = []
+    monkeypatch.setattr(index.strategy, "reset", lambda: resets.append(1))
+    index.update(turns[:5], chain_hashes(turns[:5]), seconds=None)
+    index.update(turns, chain_hashes(turns), seconds=None)
+    index.update(turns, chain_hashes(turns), seconds=None)  # nothing new
+    assert resets == [] and len(index.strategy.turns) == len(turns)
+
+
+def test_an_edited_history_is_indexed_anew(index, turns) -> None:
+    edited = [*history(TOPICS[:4]), *history([("[redacted]", "[redacted]")]), *history(TOPICS[5:])]
+    edited = group_turns([m for t in edited for m in t.messages])  # indices 0..11 again
+    index.update(edited, chain_hashes(edited), seconds=None)
+    assert len(index.strategy.turns) == len(turns)
+    assert "[redacted]" in indexed_text(index)
+    assert "Could the car exhaust cause the rattling?" not in indexed_text(index)
+
+
+def test_a_shortened_history_is_indexed_anew(index, turns) -> None:
+    index.update(turns[:3], chain_hashes(turns[:3]), seconds=None)
+    assert len(index.strategy.turns) == 3
+
+
+def test_with_a_time_limit_a_call_indexes_a_step_and_the_next_calls_the_rest(turns, monkeypatch) -> None:
+    monkeypatch.setattr(backlog_module, "INDEX_STEP", 5)
+    index = BacklogIndex(words)
+    chains = chain_hashes(turns)
+    index.update(turns, chains, seconds=0.0)  # out of time after the first step
+    assert len(index.strategy.turns) == 5
+    index.update(turns, chains, seconds=0.0)
+    assert len(index.strategy.turns) == 10
+    index.update(turns, chains, seconds=60.0)
+    assert len(index.strategy.turns) == len(turns)
+
+
+# -- select ---------------------------------------------------------------------------------------
+
+
+def test_select_sends_the_relevant_span_and_the_newest_turns(index, turns) -> None:
+    blocks = index.select(QUESTION, turns, 2, None, cost)
+    chosen = [i for b in blocks for i in b.turns]
+    assert {3, 4, 5} <= set(chosen) and chosen[-RECENT_TURNS:] == [10, 11]
+    assert chosen == sorted(chosen)
+    for block in blocks:
+        assert block.kind == "turns"
+        assert block.messages == tuple(m for i in block.turns for m in turns[i].messages)
+        assert block.tokens == sum(cost(turns[i]) for i in block.turns)
+        assert block.reason.startswith("not derived yet: ")
+    assert blocks[0].reason.endswith("a span relevant to the question (fast index)")
+    assert blocks[-1].reason.endswith("newest turn")
+
+
+def test_select_leaves_out_turns_before_first(index, turns) -> None:
+    chosen = [i for b in index.select(QUESTION, turns, 5, None, cost) for i in b.turns]
+    assert min(chosen) >= 5 and {10, 11} <= set(chosen)
+    assert index.select(QUESTION, turns, len(turns), None, cost) == []  # nothing is waiting
+
+
+def test_without_a_question_only_the_newest_turns_are_sent(index, turns) -> None:
+    blocks = index.select("", turns, 0, None, cost)
+    assert [b.turns for b in blocks] == [(10, 11)]
+    none_recent = BacklogIndex(words, recent=0)
+    assert none_recent.select("", turns, 0, None, cost) == []
+
+
+def test_turns_not_indexed_yet_are_chosen_only_as_the_newest(turns) -> None:
+    index = BacklogIndex(words)
+    index.update(turns[:2], chain_hashes(turns[:2]), seconds=None)
+    chosen = [i for b in index.select(QUESTION, turns, 2, None, cost) for i in b.turns]
+    assert chosen == [10, 11]  # the relevant span is not indexed yet; the indexed turns are before first
+
+
+def test_a_budget_drops_the_span_edges_first_and_the_newest_turns_last(index, turns) -> None:
+    full = [i for b in index.select(QUESTION, turns, 2, None, cost) for i in b.turns]
+    budget = cost(turns[11]) + cost(turns[10]) + cost(turns[4])
+    blocks = index.select(QUESTION, turns, 2, budget, cost)
+    chosen = [i for b in blocks for i in b.turns]
+    assert sum(b.tokens for b in blocks) <= budget
+    assert set(chosen) < set(full) and {10, 11} <= set(chosen)
+    tight = [i for b in index.select(QUESTION, turns, 2, cost(turns[11]), cost) for i in b.turns]
+    assert tight == [11]
+
+
+def test_with_questions_the_turns_are_static_vectors_and_the_questions_its_own(turns) -> None:
+    questions = HashingEmbedder(dim=384)
+    index = BacklogIndex(words, questions)
+    assert index.strategy.config.tau == QUESTION_TAU
+    embedder = index.strategy.embedder
+    assert embedder.questions is questions and embedder.name.endswith("+questions")  # unnamed
+    vectors = embedder.embed(["car exhaust", "garden tomatoes"])
+    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    assert questions.calls == []  # turns never reach the question embedder
+    index.update(turns, chain_hashes(turns), seconds=None)
+    index.select(QUESTION, turns, 2, None, cost)
+    assert questions.calls == [1]  # the question only

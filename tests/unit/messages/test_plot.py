@@ -37,6 +37,7 @@ def test_plot_context_draws_any_memorys_blocks(tmp_path) -> None:
     assert out.read_bytes()[:8] == PNG
 
 
+@pytest.mark.filterwarnings("ignore:No artists with labels found:UserWarning")  # matplotlib: nothing to label
 def test_plot_context_of_an_empty_context(tmp_path) -> None:
     out = plot_context(Context(query=""), tmp_path / "empty.png", n_turns=0)
     assert out.read_bytes()[:8] == PNG

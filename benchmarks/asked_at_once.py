@@ -7,6 +7,7 @@ Run (from the repository root; ``--data`` is the directory of the dev splits)::
         [--data ../shared/data] [--per-question] [--budget TOKENS] [--dialogues N] [--quick]
         [--json PATH]
     python benchmarks/asked_at_once.py --mode latency [--turns 345|1000] [--gets 40] [--busy N]
+        [--history locomo|longmemeval]
         [--memory ...] [--quick] [--json PATH]
     python benchmarks/asked_at_once.py --mode exit [--repeat 20] [--fork] [--turns 345]
         [--memory ...] [--quick] [--json PATH]
@@ -56,7 +57,9 @@ Per memory, dataset and mode:
 
 ``latency``: per memory, a new process calls ``ctxmgmt.warm_up()`` (nothing else preloaded),
 puts a ``--turns`` history (the first turns of the LoCoMo dev conversations one after another:
-345 turns run into the second conversation, 1,000 into the fourth) into the LlamaIndex memory
+345 turns run into the second conversation, 1,000 into the fourth; ``--history longmemeval``: the
+first LongMemEval dev item, 490 turns and about 115k tokens of an assistant chat, held to the 345-turn
+targets) into the LlamaIndex memory
 with its defaults, times the first ``get(input=q)``, then ``--gets`` further ``get`` calls with new
 questions back to back (p50/p95 of all of them, and of those made while turns were still waiting),
 then waits until the conversation reports no backlog (``Conversation.wait_derived``).
@@ -542,8 +545,17 @@ def run_quality(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
 
 
 # -- latency ----------------------------------------------------------------------------------------
-def questions_for(turns: int, data: Path) -> list[str]:
-    """LoCoMo dev questions, those of the dialogues the history covers first."""
+LONGMEMEVAL = "longmemeval_s_dev.json.gz"
+
+
+def questions_for(turns: int, data: Path, history: str = "locomo") -> list[str]:
+    """LoCoMo dev questions, those of the dialogues the history covers first.
+
+    ``history="longmemeval"``: the first LongMemEval dev item's question, then the others' (one
+    user's assistant chat; the other items' questions stand in for more questions about it).
+    """
+    if history == "longmemeval":
+        return [q.text for d in load_dialogues(data / LONGMEMEVAL) for q in d.questions]
     path = data / "locomo_dev.json"
     if not path.exists():
         return [f"What did we say about topic {k}?" for k in range(200)]
@@ -557,8 +569,14 @@ def questions_for(turns: int, data: Path) -> list[str]:
     return [q.text for d in [*covered, *rest] for q in d.questions]
 
 
-def history_turns(turns: int, data: Path) -> list[Turn]:
-    """The first ``turns`` turns of the LoCoMo dev conversations, one after another."""
+def history_turns(turns: int, data: Path, history: str = "locomo") -> list[Turn]:
+    """The first ``turns`` turns of the LoCoMo dev conversations, one after another.
+
+    ``history="longmemeval"``: the first ``turns`` turns of the first LongMemEval dev item (490
+    turns, about 115k tokens, in dated sessions).
+    """
+    if history == "longmemeval":
+        return list(load_dialogues(data / LONGMEMEVAL)[0].turns[:turns])
     source_turns(data / "locomo_dev.json")
     return conversation(turns)
 
@@ -573,8 +591,8 @@ def latency_child(task: dict[str, Any]) -> dict[str, Any]:
     import llamaindex_ctxmgmt
 
     data = Path(task["data"])
-    turns = history_turns(task["turns"], data)
-    questions = questions_for(task["turns"], data)
+    turns = history_turns(task["turns"], data, task.get("history", "locomo"))
+    questions = questions_for(task["turns"], data, task.get("history", "locomo"))
     memory = getattr(llamaindex_ctxmgmt, MEMORIES[task["memory"]][0]).from_defaults()
     conv = memory._conversation()
     load_before = os.getloadavg()
@@ -633,6 +651,7 @@ def run_latency(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
             "kind": "latency",
             "memory": memory,
             "turns": args.turns,
+            "history": args.history,
             "gets": args.gets,
             "wait": args.wait,
             "data": str(args.data),
@@ -644,7 +663,8 @@ def run_latency(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
             results.append({"memory": memory, "error": str(exc)[-4000:]})
             continue
         results.append(r)
-        limit = 5.0 if args.busy else (first_target[memory] if args.turns <= 345 else 3.0)
+        short = args.turns <= 345 or args.history == "longmemeval"  # LongMemEval: the 345-turn targets
+        limit = 5.0 if args.busy else (first_target[memory] if short else 3.0)
         rows.append(
             [
                 memory,
@@ -683,7 +703,9 @@ def run_latency(args: argparse.Namespace, memories: Sequence[str]) -> dict[str, 
     )
     print(
         table(
-            f"Latency, LlamaIndex get, {args.turns}-turn history put at once{busy} ({target})", header, rows
+            f"Latency, LlamaIndex get, {args.turns}-turn {args.history} history put at once{busy} ({target})",
+            header,
+            rows,
         )
     )
     return {"rows": [dict(zip(header, r, strict=True)) for r in rows], "children": results}
@@ -699,8 +721,8 @@ def exit_child(task: dict[str, Any]) -> None:
     from ctxmgmt.store import SQLiteStore
 
     data = Path(task["data"])
-    turns = history_turns(task["turns"], data)
-    questions = questions_for(task["turns"], data)
+    turns = history_turns(task["turns"], data, task.get("history", "locomo"))
+    questions = questions_for(task["turns"], data, task.get("history", "locomo"))
     memory = getattr(llamaindex_ctxmgmt, MEMORIES[task["memory"]][0]).from_defaults(
         store=SQLiteStore(task["db"])
     )
@@ -877,6 +899,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, help="quality: this token budget for every memory")
     parser.add_argument("--dialogues", type=int, default=0, help="quality: only the first N dialogues")
     parser.add_argument("--turns", type=int, default=345, help="history length for latency and exit")
+    parser.add_argument(
+        "--history",
+        choices=["locomo", "longmemeval"],
+        default="locomo",
+        help="latency: LoCoMo dev conversations one after another, or the first LongMemEval dev item",
+    )
     parser.add_argument("--gets", type=int, help="gets after the first (default 40; 10 with --quick)")
     parser.add_argument(
         "--wait", type=float, help="most seconds to wait for the backlog (600; 30 with --quick)"

@@ -70,6 +70,11 @@ tells them apart.
 """
 
 
+def words(text: str) -> int:
+    """A token counter for tests: one token per whitespace-separated word."""
+    return len(text.split())
+
+
 MEMORY_HEAD = f"{MEMORY_LEAD_IN}\n<{MEMORY_TAG}>\n"
 MEMORY_TAIL = f"\n</{MEMORY_TAG}>"
 """How a framed memory message's text starts and ends (:func:`ctxmgmt.messages.framing.frame_memory`)."""

@@ -9,10 +9,7 @@ import pytest
 
 from ctxmgmt import ConfigurationError, ConversationMemory, Message, SWinStrategy, Turn
 from ctxmgmt.strategies.swin import GAMMA, OVERLAP, QUERY_WEIGHT, WINDOW, MemoryItem, content_words, jaccard
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def turn(i: int, text: str | None = None) -> Turn:

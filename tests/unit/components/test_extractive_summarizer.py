@@ -17,6 +17,7 @@ WINDOW = "\n".join(
         "[1:56 pm on 8 May, 2023] Melanie: My kids are 7 and 9 and they love painting.",
     ]
 )
+"""A LoCoMo-style window of six turns (the LLM summarizer's tests use it too)."""
 
 
 def test_extractive_keeps_names_numbers_and_dates():

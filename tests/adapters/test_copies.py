@@ -17,9 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.memory import Memory
@@ -37,7 +35,6 @@ from tests.adapters.test_framework_contract import (
     CAT_QUERY,
     CAT_WORD,
     MAX_TOKENS,
-    SYSTEM_PROMPT,
     agent_with,
     fast_components,
     lc_history,
@@ -47,7 +44,6 @@ from tests.adapters.test_framework_contract import (
     words,
 )
 from tests.adapters.test_langchain_contract import TURNS
-from tests.integration.test_langchain_agent import RecordingChatModel, get_weather
 from tests.integration.test_llamaindex_engines import RecordingLLM
 
 METHODS = ["KadaneDial", "SWin", "DiscourseTree", "ACM", "TopicThread"]
@@ -398,20 +394,6 @@ def test_a_selector_on_a_store_is_copied(kind, tmp_path, hashing_embedder):
     assert view(deep.invoke(full, thread("t"))) == view(sent)
 
 
-def agent_on(middleware: Any, graph_store: Any) -> tuple[Any, Any]:
-    """(recording fake model, ``create_agent`` graph with ``middleware`` and ``graph_store``)."""
-    model = RecordingChatModel(messages=iter([ANSWER]))
-    agent = create_agent(
-        model,
-        [get_weather],
-        system_prompt=SYSTEM_PROMPT,
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-        store=graph_store,
-    )
-    return model, agent
-
-
 def test_a_middleware_on_the_agents_store_is_copied(hashing_embedder):
     """Without ``store=``, the state goes to the agent's store: the copy finds it there."""
     from langgraph.store.memory import InMemoryStore as GraphStore
@@ -419,11 +401,11 @@ def test_a_middleware_on_the_agents_store_is_copied(hashing_embedder):
     graph_store = GraphStore()
     middleware = build(lc, "KadaneDial", 1, hashing_embedder, max_tokens=MAX_TOKENS, token_counter=words)
     full = [*lc_history(), HumanMessage(CAT_QUERY, id="q")]
-    model, agent = agent_on(middleware, graph_store)
+    model, agent = agent_with(middleware, [ANSWER], store=graph_store)
     agent.invoke({"messages": full}, thread("t"))
     assert graph_store.search(("ctxmgmt",)) or list(graph_store.list_namespaces())
     for clone in (copy.deepcopy(middleware), pickle.loads(pickle.dumps(middleware))):
-        clone_model, clone_agent = agent_on(clone, graph_store)
+        clone_model, clone_agent = agent_with(clone, [ANSWER], store=graph_store)
         clone_agent.invoke({"messages": full}, thread("t"))
         assert view(clone_model.received[-1]) == view(model.received[-1])
 

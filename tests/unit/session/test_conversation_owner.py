@@ -142,21 +142,6 @@ def test_the_same_question_finds_its_turn_asked_at_once_and_after_catch_up():
     assert Message("user", "my bike lock code is 4417") in [m for b in first.blocks for m in b.messages]
 
 
-@pytest.mark.parametrize("freeze", [True, False])
-def test_the_exit_hook_leaves_live_objects_out_of_the_final_collections_unless_switched_off(
-    monkeypatch: pytest.MonkeyPatch, freeze: bool
-) -> None:
-    import gc
-
-    monkeypatch.setattr(conversation_module, "FREEZE_AT_EXIT", freeze)
-    before = gc.get_freeze_count()
-    try:
-        conversation_module._freeze_at_exit()
-        assert (gc.get_freeze_count() > before) is freeze
-    finally:
-        gc.unfreeze()
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 def test_the_worker_thread_lowers_its_own_priority_only() -> None:
     import threading

@@ -20,7 +20,6 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.core.memory import Memory
 
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
@@ -44,7 +43,7 @@ from tests.adapters.test_framework_contract import (
     words,
 )
 from tests.adapters.test_langchain_contract import TURNS
-from tests.integration.test_llamaindex_engines import RecordingLLM
+from tests.integration.test_llamaindex_engines import RecordingLLM, memory_with_block
 
 METHODS = ["KadaneDial", "SWin", "DiscourseTree", "ACM", "TopicThread"]
 NAMES = {  # method -> (LangChain memory, middleware, selector; LlamaIndex memory, block)
@@ -218,21 +217,11 @@ async def test_llamaindex_memory_in_chat_engine(method, how, hashing_embedder):
     assert len(llm.received[-1]) <= len(memory.get_all())
 
 
-def memory_with(block: Any) -> Memory:
-    return Memory.from_defaults(
-        session_id="alice",
-        token_limit=400,
-        chat_history_token_ratio=0.4,
-        token_flush_size=60,
-        memory_blocks=[block],
-        async_database_uri="sqlite+aiosqlite:///:memory:",
-    )
-
-
 async def asked(block: Any, question: str = CAT_QUERY) -> list[ChatMessage]:
     """What an LLM receives from a new ``Memory`` (session ``alice``) with ``block`` for ``question``."""
     llm = RecordingLLM()
-    await SimpleChatEngine.from_defaults(llm=llm, memory=memory_with(block)).achat(question)
+    memory = memory_with_block(block, session_id="alice")
+    await SimpleChatEngine.from_defaults(llm=llm, memory=memory).achat(question)
     return llm.received[-1]
 
 
@@ -240,7 +229,7 @@ async def asked(block: Any, question: str = CAT_QUERY) -> list[ChatMessage]:
 @pytest.mark.parametrize("method", METHODS)
 async def test_memory_block_through_memory(method, how, hashing_embedder):
     block = build(li, method, 4, hashing_embedder, token_counter=words)
-    memory = memory_with(block)
+    memory = memory_with_block(block, session_id="alice")
     await memory.aput_messages(li_history())
     await memory.aget(input=CAT_QUERY)  # Memory flushes its oldest turns into the block
     flushed = block.stored_messages("alice")

@@ -249,6 +249,15 @@ def is_child(argv: Sequence[str]) -> bool:
     return len(argv) > 2 and argv[1] == "_child"
 
 
+def answer_child_or_run(child: Callable[[dict[str, Any]], Any], main: Callable[[], Any]) -> None:
+    """A script's entry point: in a :func:`run_child` process, answer the task with what ``child``
+    returns (:func:`child_result`); otherwise run ``main()``."""
+    if is_child(sys.argv):
+        child_result(child(json.loads(sys.argv[2])))
+    else:
+        main()
+
+
 # -- report ----------------------------------------------------------------------------------------
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:

@@ -13,7 +13,6 @@ after reloading from the store). The five memories in turn, the hashing embedder
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -27,9 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402  (the module next to this script)
     MEMORIES,
-    child_result,
+    answer_child_or_run,
     hash_embedder,
-    is_child,
     open_backend,
     parser_for,
     run_benchmark,
@@ -289,7 +287,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if is_child(sys.argv):
-        child_result(_child_kill(json.loads(sys.argv[2])))
-    else:
-        main()
+    answer_child_or_run(_child_kill, main)

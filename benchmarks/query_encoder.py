@@ -20,12 +20,10 @@ Nothing else should run meanwhile; the load average is printed.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,27 +58,14 @@ def onnx_sessions() -> dict[str, Callable[[str], Any]]:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from ctxmgmt.components import sentence_transformer_embedder
-    from ctxmgmt.components.pooling_encoder import example_batch, hidden_states_module
+    from ctxmgmt.components.onnx_encoder import export_onnx
 
     model = sentence_transformer_embedder._load_sentence_transformer(
         sentence_transformer_embedder.bundled_minilm_path()
     )
     tokenizer = model.tokenizer
-    buffer = io.BytesIO()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            hidden_states_module(model),
-            example_batch(),
-            buffer,  # type: ignore[arg-type]
-            input_names=["ids", "mask"],
-            output_names=["hidden"],
-            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in ("ids", "mask", "hidden")},
-            opset_version=17,
-            dynamo=False,
-        )
     folder = Path(tempfile.mkdtemp())
-    (folder / "f32.onnx").write_bytes(buffer.getvalue())
+    (folder / "f32.onnx").write_bytes(export_onnx(model))
     quantize_dynamic(str(folder / "f32.onnx"), str(folder / "int8.onnx"), weight_type=QuantType.QInt8)
 
     def session(path: Path, threads: int) -> Callable[[str], Any]:

@@ -13,7 +13,6 @@ back (target 0).
 from __future__ import annotations
 
 import gc
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,9 +20,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402  (the module next to this script)
-    child_result,
+    answer_child_or_run,
     hash_embedder,
-    is_child,
     open_backend,
     parser_for,
     run_benchmark,
@@ -147,7 +145,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if is_child(sys.argv):
-        child_result(_child_rss(json.loads(sys.argv[2])))
-    else:
-        main()
+    answer_child_or_run(_child_rss, main)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -68,6 +70,11 @@ TOPICS: list[tuple[str, str]] = [
 Each topic shares its content words, the topics share none, so even a bag-of-words embedder
 tells them apart.
 """
+
+
+def words(text: str) -> int:
+    """A token counter for tests: one token per whitespace-separated word."""
+    return len(text.split())
 
 
 MEMORY_HEAD = f"{MEMORY_LEAD_IN}\n<{MEMORY_TAG}>\n"
@@ -138,3 +145,31 @@ class GatedEmbedder(HashingEmbedder):
             self.waiting.set()
             assert self.gate.wait(30), "the test never opened the gate"
         return super().embed(texts)
+
+
+def passes_in_forked_child(
+    check: Callable[[], bool], *, meanwhile: Callable[[], object] | None = None
+) -> bool:
+    """Whether ``check()`` returns True in a forked child that then exits cleanly.
+
+    The child reports 0 (True), 2 (False) or 1 (it raised) through a pipe and leaves with
+    ``os._exit``; ``meanwhile`` runs in the parent while the child works.
+    """
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            code = 0 if check() else 2
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(code)
+    os.close(write)
+    if meanwhile is not None:
+        meanwhile()
+    try:
+        status = os.read(read, 1)
+    finally:
+        os.close(read)
+        _, exit_status = os.waitpid(pid, 0)
+    return status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0

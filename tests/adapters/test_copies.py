@@ -17,12 +17,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import SimpleChatEngine
-from llama_index.core.memory import Memory
 
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
@@ -37,7 +34,6 @@ from tests.adapters.test_framework_contract import (
     CAT_QUERY,
     CAT_WORD,
     MAX_TOKENS,
-    SYSTEM_PROMPT,
     agent_with,
     fast_components,
     lc_history,
@@ -47,8 +43,7 @@ from tests.adapters.test_framework_contract import (
     words,
 )
 from tests.adapters.test_langchain_contract import TURNS
-from tests.integration.test_langchain_agent import RecordingChatModel, get_weather
-from tests.integration.test_llamaindex_engines import RecordingLLM
+from tests.integration.test_llamaindex_engines import RecordingLLM, memory_with_block
 
 METHODS = ["KadaneDial", "SWin", "DiscourseTree", "ACM", "TopicThread"]
 NAMES = {  # method -> (LangChain memory, middleware, selector; LlamaIndex memory, block)
@@ -222,21 +217,11 @@ async def test_llamaindex_memory_in_chat_engine(method, how, hashing_embedder):
     assert len(llm.received[-1]) <= len(memory.get_all())
 
 
-def memory_with(block: Any) -> Memory:
-    return Memory.from_defaults(
-        session_id="alice",
-        token_limit=400,
-        chat_history_token_ratio=0.4,
-        token_flush_size=60,
-        memory_blocks=[block],
-        async_database_uri="sqlite+aiosqlite:///:memory:",
-    )
-
-
 async def asked(block: Any, question: str = CAT_QUERY) -> list[ChatMessage]:
     """What an LLM receives from a new ``Memory`` (session ``alice``) with ``block`` for ``question``."""
     llm = RecordingLLM()
-    await SimpleChatEngine.from_defaults(llm=llm, memory=memory_with(block)).achat(question)
+    memory = memory_with_block(block, session_id="alice")
+    await SimpleChatEngine.from_defaults(llm=llm, memory=memory).achat(question)
     return llm.received[-1]
 
 
@@ -244,7 +229,7 @@ async def asked(block: Any, question: str = CAT_QUERY) -> list[ChatMessage]:
 @pytest.mark.parametrize("method", METHODS)
 async def test_memory_block_through_memory(method, how, hashing_embedder):
     block = build(li, method, 4, hashing_embedder, token_counter=words)
-    memory = memory_with(block)
+    memory = memory_with_block(block, session_id="alice")
     await memory.aput_messages(li_history())
     await memory.aget(input=CAT_QUERY)  # Memory flushes its oldest turns into the block
     flushed = block.stored_messages("alice")
@@ -398,20 +383,6 @@ def test_a_selector_on_a_store_is_copied(kind, tmp_path, hashing_embedder):
     assert view(deep.invoke(full, thread("t"))) == view(sent)
 
 
-def agent_on(middleware: Any, graph_store: Any) -> tuple[Any, Any]:
-    """(recording fake model, ``create_agent`` graph with ``middleware`` and ``graph_store``)."""
-    model = RecordingChatModel(messages=iter([ANSWER]))
-    agent = create_agent(
-        model,
-        [get_weather],
-        system_prompt=SYSTEM_PROMPT,
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-        store=graph_store,
-    )
-    return model, agent
-
-
 def test_a_middleware_on_the_agents_store_is_copied(hashing_embedder):
     """Without ``store=``, the state goes to the agent's store: the copy finds it there."""
     from langgraph.store.memory import InMemoryStore as GraphStore
@@ -419,11 +390,11 @@ def test_a_middleware_on_the_agents_store_is_copied(hashing_embedder):
     graph_store = GraphStore()
     middleware = build(lc, "KadaneDial", 1, hashing_embedder, max_tokens=MAX_TOKENS, token_counter=words)
     full = [*lc_history(), HumanMessage(CAT_QUERY, id="q")]
-    model, agent = agent_on(middleware, graph_store)
+    model, agent = agent_with(middleware, [ANSWER], store=graph_store)
     agent.invoke({"messages": full}, thread("t"))
     assert graph_store.search(("ctxmgmt",)) or list(graph_store.list_namespaces())
     for clone in (copy.deepcopy(middleware), pickle.loads(pickle.dumps(middleware))):
-        clone_model, clone_agent = agent_on(clone, graph_store)
+        clone_model, clone_agent = agent_with(clone, [ANSWER], store=graph_store)
         clone_agent.invoke({"messages": full}, thread("t"))
         assert view(clone_model.received[-1]) == view(model.received[-1])
 

@@ -39,14 +39,12 @@ from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
-from langchain.agents import create_agent
 from langchain_classic.chains import ConversationChain
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages import ToolMessage as LCToolMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, PromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
-from langgraph.checkpoint.memory import InMemorySaver
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import ContextChatEngine, SimpleChatEngine
@@ -67,7 +65,7 @@ from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, sent_tokens, words
 from tests.adapters.test_llamaindex_contract import is_subsequence, tokens
 from tests.helpers import memory_body
-from tests.integration.test_langchain_agent import RecordingChatModel, get_weather
+from tests.integration.test_langchain_agent import RecordingChatModel, checkpointed_agent
 from tests.integration.test_llamaindex_engines import RecordingLLM
 
 CAT_TURN = 2
@@ -779,17 +777,12 @@ def thread(name: str) -> Any:
     return {"configurable": {"thread_id": name}}
 
 
-def agent_with(middleware: Any, replies: list[Any], *, streaming: bool = False) -> tuple[Any, Any]:
-    """(recording fake model, ``create_agent`` graph with ``middleware`` and a checkpointer)."""
+def agent_with(
+    middleware: Any, replies: list[Any], *, streaming: bool = False, store: Any = None
+) -> tuple[Any, Any]:
+    """(recording fake model, ``create_agent`` graph with ``middleware``, a checkpointer and ``store``)."""
     model = RecordingChatModel(messages=iter(replies), disable_streaming=not streaming)
-    agent = create_agent(
-        model,
-        [get_weather],
-        system_prompt=SYSTEM_PROMPT,
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-    )
-    return model, agent
+    return model, checkpointed_agent(model, middleware, system_prompt=SYSTEM_PROMPT, store=store)
 
 
 def assert_received(received: list[BaseMessage], full: list[BaseMessage], max_tokens: int) -> None:

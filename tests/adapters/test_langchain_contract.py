@@ -27,6 +27,7 @@ from ctxmgmt.strategies.kadanedial import (
     KadaneDialStrategy,
 )
 from langchain_ctxmgmt import KadaneDialMemory
+from tests.helpers import words
 
 TURNS: list[tuple[str, str]] = [
     (
@@ -73,11 +74,6 @@ CAT_QUERY = "What name did I give the grey cat I adopted from the shelter?"
 CAT_TURN = 2
 ENGINE_QUERY = "What was that rattling noise from the car engine?"
 ENGINE_TURN = 3
-
-
-def words(text: str) -> int:
-    """A simple token counter: whitespace-separated words."""
-    return len(text.split())
 
 
 def fill(memory: BaseMemory, turns: list[tuple[str, str]] = TURNS) -> None:

@@ -37,7 +37,6 @@ from langchain.agents.middleware import ModelRequest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.memory import Memory
 
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
@@ -45,6 +44,7 @@ from ctxmgmt import CtxMgmtError
 from ctxmgmt.app.testing import HashingEmbedder
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.fuzz.cases import POOL_SIZE, USABLE, Pools, pools, with_huge_text
+from tests.integration.test_llamaindex_engines import memory_with_block
 
 CASES = int(os.environ.get("CTXMGMT_FUZZ_CASES", "10000"))
 """Generated cases per adapter kind with the hashing embedder (``$CTXMGMT_FUZZ_CASES`` to fuzz longer)."""
@@ -429,14 +429,7 @@ def test_fuzz_blocks_through_llamaindex_memory(pool: Pools, loop: asyncio.Abstra
         tally.next_case_is_huge()
         history, snapshot = history_of(chosen, pool.li_messages, pool.li_copies, None, "")
         block = LI_BLOCK[name](**components(name, HashingEmbedder(), embedder_name="embed_model"))
-        memory = Memory.from_defaults(
-            session_id="s",
-            token_limit=400,
-            chat_history_token_ratio=0.25,
-            token_flush_size=50,
-            memory_blocks=[block],
-            async_database_uri="sqlite+aiosqlite:///:memory:",
-        )
+        memory = memory_with_block(block, session_id="s", chat_history_token_ratio=0.25, token_flush_size=50)
         objects = list(history)
         stored, _ = tally.call(lambda: run_async(loop, memory.aput_messages(history)))
         assert stored  # a flush never fails on content (unusable messages are skipped)

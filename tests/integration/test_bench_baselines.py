@@ -11,12 +11,9 @@ from ctxmgmt.app.bench.data import Dialogue, Question
 from ctxmgmt.app.bench.runner import FULL_HISTORY, run_all
 from ctxmgmt.messages.types import Message, group_turns
 from ctxmgmt.strategies import KadaneDialStrategy
+from tests.helpers import words
 
 TOPICS = ["sourdough starter flour", "kubernetes pod memory", "lisbon flight booking", "beagle vet limp"]
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 def synthetic(n: int = 40) -> Dialogue:

@@ -38,6 +38,23 @@ def get_weather(city: str) -> str:
     return f"Sunny and 24 degrees in {city}."
 
 
+def checkpointed_agent(
+    model: Any, middleware: Any, *, system_prompt: str = SYSTEM_PROMPT, store: Any = None
+) -> Any:
+    """A ``create_agent`` graph of ``model``, the weather tool, ``middleware`` and a fresh checkpointer.
+
+    ``store`` is the graph's long-term store (none by default).
+    """
+    return create_agent(
+        model,
+        [get_weather],
+        system_prompt=system_prompt,
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+        store=store,
+    )
+
+
 def weather_turn(tag: str, city: str = "Lisbon") -> list[BaseMessage]:
     """One turn with a tool call: question, AI tool call, tool result, final answer."""
     call_id = f"call-{tag}"
@@ -259,13 +276,7 @@ def test_checkpointed_conversation_over_several_invokes(middleware):
     replies += [ai for _, ai in PAIRS[3:]]
     replies += ["Your grey cat is called Miso."]
     model = recording_model(replies)
-    agent = create_agent(
-        model,
-        [get_weather],
-        system_prompt=SYSTEM_PROMPT,
-        middleware=[middleware],
-        checkpointer=InMemorySaver(),
-    )
+    agent = checkpointed_agent(model, middleware)
     config = {"configurable": {"thread_id": "conversation-1"}}
     questions = [human for human, _ in PAIRS[:3]]
     questions += ["What is the weather forecast in Lisbon today?"]

@@ -360,13 +360,24 @@ async def test_function_agent_with_tool_calls(memory):
 # -- Memory with KadaneDialBlock: flushed turns come back when relevant -----------------------
 
 
-def memory_with_block(block: Any, **kwargs: Any) -> Memory:
-    """A LlamaIndex ``Memory`` (400 tokens, flushing 60 at a time) with ``block`` as its memory block."""
+def memory_with_block(
+    block: Any,
+    *,
+    session_id: str = "session-1",
+    token_limit: int = 400,
+    chat_history_token_ratio: float = 0.4,
+    token_flush_size: int = 60,
+    **kwargs: Any,
+) -> Memory:
+    """A LlamaIndex ``Memory`` (400 tokens, flushing 60 at a time) with ``block`` as its memory block.
+
+    In memory (SQLite); ``kwargs`` are more ``Memory.from_defaults`` arguments.
+    """
     return Memory.from_defaults(
-        session_id="session-1",
-        token_limit=kwargs.pop("token_limit", 400),
-        chat_history_token_ratio=0.4,
-        token_flush_size=60,
+        session_id=session_id,
+        token_limit=token_limit,
+        chat_history_token_ratio=chat_history_token_ratio,
+        token_flush_size=token_flush_size,
         memory_blocks=[block],
         async_database_uri="sqlite+aiosqlite:///:memory:",
         **kwargs,

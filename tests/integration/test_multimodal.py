@@ -17,7 +17,6 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, DocumentBlock, ImageBlock, MessageRole, TextBlock
-from llama_index.core.memory import Memory
 
 import langchain_ctxmgmt as lc
 from ctxmgmt.app.testing import HashingEmbedder
@@ -45,7 +44,7 @@ from tests.integration.test_langchain_agent import (
     turns_of,
     weather_turn,
 )
-from tests.integration.test_llamaindex_engines import WeatherLLM
+from tests.integration.test_llamaindex_engines import WeatherLLM, memory_with_block
 
 TURNS = 50
 LIGHTHOUSE = 20  # the turn the question is about (it carries an image)
@@ -254,13 +253,8 @@ def _image_urls(message: ChatMessage) -> list[str]:
 @pytest.mark.parametrize("name", list(BLOCKS))
 async def test_image_conversation_through_memory_and_every_block(name, output):
     block = BLOCKS[name](output=output)
-    memory = Memory.from_defaults(
-        session_id="s",
-        token_limit=8000,
-        chat_history_token_ratio=0.25,
-        token_flush_size=500,
-        memory_blocks=[block],
-        async_database_uri="sqlite+aiosqlite:///:memory:",
+    memory = memory_with_block(
+        block, session_id="s", token_limit=8000, chat_history_token_ratio=0.25, token_flush_size=500
     )
     history = li_conversation()
     snapshot = [m.model_dump() for m in history]
@@ -305,13 +299,8 @@ async def test_image_conversation_through_memory_and_every_block(name, output):
 
 async def test_an_unusable_message_never_aborts_a_memory_flush():
     block = KadaneDialBlock(embed_model=HashingEmbedder())
-    memory = Memory.from_defaults(
-        session_id="s",
-        token_limit=2000,
-        chat_history_token_ratio=0.25,
-        token_flush_size=200,
-        memory_blocks=[block],
-        async_database_uri="sqlite+aiosqlite:///:memory:",
+    memory = memory_with_block(
+        block, session_id="s", token_limit=2000, chat_history_token_ratio=0.25, token_flush_size=200
     )
     history = li_conversation()[:20]
     history.insert(4, ChatMessage(role="user", blocks=[]))  # no text, no media: unusable

@@ -26,7 +26,7 @@ from llamaindex_ctxmgmt import (
     erase_from_blocks,
     flush_early,
 )
-from tests.helpers import GatedEmbedder
+from tests.helpers import GatedEmbedder, passes_in_forked_child
 
 SECRET = "4417-2290"
 
@@ -156,8 +156,6 @@ def test_a_forked_worker_answers_with_the_real_model_while_the_parent_derives(de
     """gunicorn-style: a process with a backlog (the worker inside torch) forks; the child answers,
     derives the rest with its own worker and exits cleanly (torch's thread pool does not survive a
     fork: the child runs it on one thread)."""
-    import os
-
     from llamaindex_ctxmgmt import KadaneDialMemory
 
     monkeypatch.setattr(conversation_module, "INDEX_SECONDS", 0.0)
@@ -166,24 +164,12 @@ def test_a_forked_worker_answers_with_the_real_model_while_the_parent_derives(de
     memory.get(input="what is my PIN?")
     conversation = memory._conversation()
     assert conversation.backlog > 0
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            text = " ".join(str(m.content) for m in memory.get(input="what is my PIN?"))
-            done = conversation.wait_derived(timeout=60)
-            code = 0 if SECRET in text and done else 2
-        finally:
-            os.write(write, bytes([code]))
-            os._exit(code)
-    os.close(write)
-    try:
-        status = os.read(read, 1)
-    finally:
-        os.close(read)
-        _, exit_status = os.waitpid(pid, 0)
-    assert status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
+
+    def child() -> bool:
+        text = " ".join(str(m.content) for m in memory.get(input="what is my PIN?"))
+        return conversation.wait_derived(timeout=60) and SECRET in text
+
+    assert passes_in_forked_child(child)
 
 
 EXIT_SCRIPT = """

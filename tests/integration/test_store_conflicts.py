@@ -13,7 +13,7 @@ import logging
 import multiprocessing
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import Memory
 
 from ctxmgmt.app.testing import HashingEmbedder
-from ctxmgmt.store import SQLiteStore, StaleStateError, TurnEntry
+from ctxmgmt.store import SQLiteStore, StaleStateError
 from ctxmgmt.store.postgres import PostgresStore
 from langchain_ctxmgmt import KadaneDialMemory, KadaneDialSelector
 from llamaindex_ctxmgmt import KadaneDialBlock, flush_early
@@ -39,22 +39,13 @@ class Conflicting:
     conflicts = 0
     lost = 0
 
-    def append(
-        self,
-        key: str,
-        entries: Sequence[TurnEntry],
-        *,
-        expected_version: int,
-        strategy: str,
-        config: Mapping[str, Any],
-    ) -> int:
+    def append(self, *args: Any, **kwargs: Any) -> int:
+        """:meth:`StateStore.append` of the store mixed in, unless a conflict is due."""
         if self.conflicts > 0:
             self.conflicts -= 1
             self.lost += 1
             raise StaleStateError("another worker wrote first (forced)")
-        return super().append(  # type: ignore[misc]
-            key, entries, expected_version=expected_version, strategy=strategy, config=config
-        )
+        return super().append(*args, **kwargs)  # type: ignore[misc]
 
 
 class ConflictingSQLite(Conflicting, SQLiteStore):

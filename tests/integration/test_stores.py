@@ -35,7 +35,7 @@ from ctxmgmt.store import (
     TurnEntry,
     open_store,
 )
-from ctxmgmt.store.base import SCHEMA_VERSION, CorruptRecordError
+from ctxmgmt.store.base import SCHEMA_VERSION, CorruptRecordError, StoredSession
 
 STRATEGY = "kadanedial"
 CONFIG = {"tau": 0.6, "theta": 1.0, "name": "ünï 'q' \"dq\""}
@@ -84,18 +84,23 @@ def append(store: StateStore, key: str, entries: list[TurnEntry], version: int) 
     return store.append(key, entries, expected_version=version, strategy=STRATEGY, config=CONFIG)
 
 
+def next_turn(current: StoredSession | None, worker: int, done: int) -> tuple[int, TurnEntry]:
+    """The version read and the entry of ``worker``'s turn ``done`` after ``current`` (checked by
+    :func:`check_all_turns`)."""
+    version = 0 if current is None else current.version
+    turn = 0 if current is None else len(current.chains)
+    tag = f"{worker}:{done}"
+    return version, entry(
+        turn, tag, **{f"w{tag}": [worker, done], "last": tag, "vec": np.full(3, turn, np.float32)}
+    )
+
+
 def write_turns(store: StateStore, key: str, worker: int, count: int) -> int:
     """Add ``count`` turns with read-version / compare-and-set / retry; the conflicts seen."""
     done = conflicts = 0
     rng = random.Random(worker)
     while done < count:
-        current = store.load(key)
-        version = 0 if current is None else current.version
-        turn = 0 if current is None else len(current.chains)
-        tag = f"{worker}:{done}"
-        new = entry(
-            turn, tag, **{f"w{tag}": [worker, done], "last": tag, "vec": np.full(3, turn, np.float32)}
-        )
+        version, new = next_turn(store.load(key), worker, done)
         try:
             append(store, key, [new], version)
         except StaleStateError:
@@ -425,13 +430,7 @@ class StoreContract:
         async def writer(worker: int, count: int) -> None:
             done = 0
             while done < count:
-                current = await store.aload("shared")
-                version = 0 if current is None else current.version
-                turn = 0 if current is None else len(current.chains)
-                tag = f"{worker}:{done}"
-                new = entry(
-                    turn, tag, **{f"w{tag}": [worker, done], "last": tag, "vec": np.full(3, turn, np.float32)}
-                )
+                version, new = next_turn(await store.aload("shared"), worker, done)
                 try:
                     await store.aappend(
                         "shared", [new], expected_version=version, strategy=STRATEGY, config={}
@@ -469,8 +468,16 @@ class StoreContract:
 
 
 class SQLRowsContract:
-    """Loads of the SQL stores read each record's newest row only. Subclasses define ``execute``
-    (run one statement with ``?`` placeholders on the store's database, committed)."""
+    """Loads of the SQL stores read each record's newest row only, and a row another writer
+    created first is a conflict. Subclasses define ``execute`` (run one statement with ``?``
+    placeholders on the store's database, committed)."""
+
+    def test_integrity_error_is_a_conflict(self, store: Any, execute: Any) -> None:
+        """A row another writer created first (here: a stray turn row) fails as a conflict."""
+        execute("INSERT INTO ctxmgmt_turns (key, turn, chain) VALUES (?, ?, ?)", ("s", 0, "stray"))
+        with pytest.raises(StaleStateError):
+            append(store, "s", [entry(0, a=1)], 0)
+        assert store.load("s") is None  # rolled back
 
     def test_only_the_newest_row_of_a_record_is_decoded(self, store: Any, execute: Any) -> None:
         append(store, "s", [entry(0, a="old", b=[0])], 0)
@@ -543,14 +550,6 @@ class TestSQLiteStore(StoreContract, SQLRowsContract, CrossProcessContract):
         yield store
         store.close()
 
-    def test_integrity_error_is_a_conflict(self, store: SQLiteStore) -> None:
-        """A row another writer created first (here: a stray turn row) fails as a conflict."""
-        with store._transaction() as cur:
-            cur.execute("INSERT INTO ctxmgmt_turns (key, turn, chain) VALUES (?, ?, ?)", ("s", 0, "stray"))
-        with pytest.raises(StaleStateError):
-            append(store, "s", [entry(0, a=1)], 0)
-        assert store.load("s") is None  # rolled back
-
     def test_memory_database(self) -> None:
         store = SQLiteStore(":memory:")
         append(store, "s", [entry(0, a=1)], 0)
@@ -578,13 +577,6 @@ class TestPostgresStore(StoreContract, SQLRowsContract, CrossProcessContract):
         store = PostgresStore(pg_dsn, max_size=8)
         yield store
         store.close()
-
-    def test_integrity_error_is_a_conflict(self, store: Any) -> None:
-        with store._transaction() as cur:
-            cur.execute("INSERT INTO ctxmgmt_turns (key, turn, chain) VALUES (%s, %s, %s)", ("s", 0, "stray"))
-        with pytest.raises(StaleStateError):
-            append(store, "s", [entry(0, a=1)], 0)
-        assert store.load("s") is None
 
     async def test_async_path_is_native(self, store: Any) -> None:
         append(store, "s", [entry(0, a=1)], 0)

@@ -27,13 +27,8 @@ from ctxmgmt import Message, Turn
 from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.components.tokens import CallableTokenCounter, default_token_counter
 from ctxmgmt.messages.tool_args import (
-    CUT_KEY,
     MAX_ARGS_CHARS,
-    MAX_ARGS_DEPTH,
     SIZE_KEY,
-    args_snapshot,
-    bound_call,
-    head_json,
     measure,
 )
 from langchain_ctxmgmt import KadaneDialMiddleware, SWinSummaryMiddleware
@@ -217,19 +212,7 @@ def test_llamaindex_memory_block_with_nested_arguments(hashing_embedder):
     assert all(depth_of(c.tool_kwargs) == 201 for c in calls)  # sent as stored, never cut
 
 
-# -- the core: bounded copies, estimates, snapshots -----------------------------------------------
-
-
-def test_bounded_call_keeps_small_arguments_and_cuts_deep_or_large_ones():
-    small = {"id": "c", "name": "f", "args": {"city": "Lisbon"}}
-    assert bound_call(small) is small
-    deep = bound_call({"id": "c", "name": "f", "args": built(100_000)})  # far past any stack
-    assert deep[SIZE_KEY] > 0 and depth_of(deep["args"]) == 1
-    assert deep["args"][CUT_KEY].startswith("[" * MAX_ARGS_DEPTH)
-    big = bound_call({"id": "c", "name": "f", "args": {"blob": BIG}})
-    assert big[SIZE_KEY] >= len(BIG) and len(big["args"][CUT_KEY]) <= 4_100
-    assert bound_call(big) is big  # idempotent: a saved message loads the same
-    assert head_json({"a": [1, 2.5, None, True, "x"]}) == '{"a": [1, 2.5, null, true, "x"]}'
+# -- the core: messages with cut calls (bounding itself: tests/unit/messages/test_tool_args.py) ----
 
 
 def test_message_with_cut_arguments_renders_counts_and_round_trips():
@@ -250,19 +233,3 @@ def test_deep_arguments_never_raise_anywhere_the_memory_reads_them():
     message = Message("assistant", "", tool_calls=({"id": "c", "name": "f", "args": built(5_000)},))
     turn = Turn(0, (Message("user", "go"), message))
     assert turn.fingerprint and message_tokens(CallableTokenCounter(len), message) > 0
-
-
-def test_snapshots_are_bounded_and_see_edits():
-    args = {"payload": nested(900), "blob": BIG, "city": "Lisbon"}
-    first = args_snapshot(args)
-    assert args_snapshot(json.loads(json.dumps({"payload": nested(900), "city": "Lisbon"}))) != first
-    copy = {"payload": nested(900), "blob": "x" * 20_000_000, "city": "Lisbon"}
-    assert args_snapshot(copy) == first and len(first) <= 2_100
-    args["city"] = "Porto"
-    assert args_snapshot(args) != first
-    assert args_snapshot({"a": [1, "b"]}) == args_snapshot({"a": [1, "b"]})
-    assert args_snapshot({"a": 1}) != args_snapshot({"a": True})
-    start = time.perf_counter()
-    for _ in range(100):
-        args_snapshot(copy)
-    assert time.perf_counter() - start < 2  # the 20 MB string's hash is cached, never re-read

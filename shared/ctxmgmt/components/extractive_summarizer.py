@@ -200,7 +200,10 @@ class ExtractiveSummarizer:
                 if any(jaccard(full, k) >= self.known_threshold for k in known):
                     continue
             chosen.append(i)
-        chosen.sort()
+        return self._items(pairs, sorted(chosen))
+
+    def _items(self, pairs: Sequence[tuple[str, str]], chosen: Sequence[int]) -> list[str]:
+        """The chosen sentences of ``pairs`` as items, in the given order, each cut to ``max_words``."""
         out: list[str] = []
         for i in chosen:
             prefix, sentence = pairs[i]

@@ -11,6 +11,33 @@ from ctxmgmt.components.pooling_encoder import PoolingEncoder, example_batch, hi
 from ctxmgmt.messages.exceptions import ComponentError
 
 
+def export_onnx(model: Any) -> bytes:
+    """The transformer of a loaded sentence-transformers ``model`` as an ONNX graph, in memory.
+
+    TorchScript-based exporter, opset 17: inputs ``ids`` and ``mask``, output ``hidden`` (the
+    last hidden states), batch and token axes dynamic. :class:`OnnxEncoder` runs it;
+    ``benchmarks/query_encoder.py`` times it.
+    """
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            hidden_states_module(model),
+            example_batch(),
+            buffer,  # type: ignore[arg-type]  # the TorchScript exporter writes to file objects
+            input_names=["ids", "mask"],
+            output_names=["hidden"],
+            dynamic_axes={name: {0: "batch", 1: "tokens"} for name in ("ids", "mask", "hidden")},
+            opset_version=17,
+            dynamo=False,
+        )
+    return buffer.getvalue()
+
+
 class OnnxEncoder(PoolingEncoder):
     """A mean-pooling sentence-transformers model run by ONNX Runtime (CPU).
 
@@ -25,8 +52,6 @@ class OnnxEncoder(PoolingEncoder):
     """
 
     def __init__(self, model: Any) -> None:
-        import io
-
         import torch
 
         try:
@@ -36,27 +61,13 @@ class OnnxEncoder(PoolingEncoder):
                 "the ONNX Runtime backend needs onnxruntime and onnx: pip install 'ctxmgmt[onnx]'"
             ) from exc
         super().__init__(model)
-        buffer = io.BytesIO()
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                hidden_states_module(model),
-                example_batch(),
-                buffer,  # type: ignore[arg-type]  # the TorchScript exporter writes to file objects
-                input_names=["ids", "mask"],
-                output_names=["hidden"],
-                dynamic_axes={name: {0: "batch", 1: "tokens"} for name in ("ids", "mask", "hidden")},
-                opset_version=17,
-                dynamo=False,
-            )
+        graph = export_onnx(model)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = torch.get_num_threads()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(
-            buffer.getvalue(), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return np.asarray(self.session.run(None, {"ids": ids, "mask": mask})[0])

@@ -17,6 +17,16 @@ from ctxmgmt.components.decider.embedded import EmbeddedDecider
 from ctxmgmt.components.decider.llm import LLMDecider
 
 
+def topic(i: int, score: float, *, active: bool = False, summary: str = "") -> TopicView:
+    """Topic ``i`` as a decider sees it, every similarity ``score`` (the deciders' tests share it)."""
+    return TopicView(i, summary or f"summary of topic {i}", score, score, score, 3, active)
+
+
+def node(i: int, sim: float, *, branch: int = 0, on_path: bool = True) -> NodeView:
+    """Node ``i`` of ``branch`` as a decider sees it, similarity ``sim`` (the deciders' tests share it)."""
+    return NodeView(i, branch, f"node {i}", sim, on_path)
+
+
 def test_decisions_are_plain_data():
     assert TopicDecision("switch", 1, "why").to_dict() == {
         "action": "switch",

@@ -9,18 +9,10 @@ import pytest
 from ctxmgmt import ConfigurationError
 from ctxmgmt.components.decider import (
     EmbeddedDecider,
-    NodeView,
     TopicView,
     has_cue,
 )
-
-
-def topic(i: int, score: float, *, active: bool = False, summary: str = "") -> TopicView:
-    return TopicView(i, summary or f"summary of topic {i}", score, score, score, 3, active)
-
-
-def node(i: int, sim: float, *, branch: int = 0, on_path: bool = True) -> NodeView:
-    return NodeView(i, branch, f"node {i}", sim, on_path)
+from tests.unit.components.test_decider_decisions import node, topic
 
 
 # -- embedded topic decision ---------------------------------------------------------------

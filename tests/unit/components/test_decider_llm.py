@@ -12,19 +12,10 @@ from ctxmgmt.components.decider import (
     Decider,
     EmbeddedDecider,
     LLMDecider,
-    NodeView,
-    TopicView,
     as_decider,
     parse_decision,
 )
-
-
-def topic(i: int, score: float, *, active: bool = False, summary: str = "") -> TopicView:
-    return TopicView(i, summary or f"summary of topic {i}", score, score, score, 3, active)
-
-
-def node(i: int, sim: float, *, branch: int = 0, on_path: bool = True) -> NodeView:
-    return NodeView(i, branch, f"node {i}", sim, on_path)
+from tests.unit.components.test_decider_decisions import node, topic
 
 
 # -- LLM decider ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ WINDOW = "\n".join(
         "[1:56 pm on 8 May, 2023] Melanie: My kids are 7 and 9 and they love painting.",
     ]
 )
+"""A LoCoMo-style window of six turns (the LLM summarizer's tests use it too)."""
 
 
 def test_extractive_keeps_names_numbers_and_dates():
@@ -126,14 +127,7 @@ def _reference_summary(s, previous, window_text):
         score += module.USER_BONUS if prefix.rstrip().endswith("user:") else 0.0
         candidates.append((score, i))
     chosen = sorted(i for _, i in sorted(candidates, key=lambda c: (-c[0], c[1]))[: s.max_sentences])
-    out = []
-    for i in chosen:
-        prefix, sentence = pairs[i]
-        tokens = sentence.split()
-        if len(tokens) > s.max_words:
-            sentence = " ".join(tokens[: s.max_words]) + " ..."
-        out.append(s._render(prefix, sentence))
-    return out
+    return s._items(pairs, chosen)  # the choice is what this checks; the items are rendered alike
 
 
 @pytest.mark.parametrize("compact", [False, True])

@@ -17,17 +17,7 @@ from ctxmgmt.components.llm_summarizer import (
     prompt_lines,
 )
 from ctxmgmt.components.summarizer_protocol import Summarizer
-
-WINDOW = "\n".join(
-    [
-        "[1:56 pm on 8 May, 2023] Caroline: Hi! How are you doing today?",
-        "[1:56 pm on 8 May, 2023] Melanie: Great, thanks. I ran a charity race for mental health on Sunday.",
-        "[1:56 pm on 8 May, 2023] Caroline: That is nice. I went to the LGBTQ support group in Boston.",
-        "[1:56 pm on 8 May, 2023] Melanie: Cool.",
-        "[1:56 pm on 8 May, 2023] Caroline: The group meets every week and it really helps me.",
-        "[1:56 pm on 8 May, 2023] Melanie: My kids are 7 and 9 and they love painting.",
-    ]
-)
+from tests.unit.components.test_extractive_summarizer import WINDOW
 
 
 def test_prompt_contents():

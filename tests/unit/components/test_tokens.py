@@ -22,10 +22,7 @@ from ctxmgmt.components.tokens import (
 )
 from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
 from ctxmgmt.strategies.swin import SWinStrategy
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def characters_as_messages(messages) -> int:

@@ -7,6 +7,7 @@ End-to-end checks (deep and huge arguments through the strategies and adapters) 
 from __future__ import annotations
 
 import json
+import time
 
 from ctxmgmt.messages.tool_args import (
     CUT_CHARS,
@@ -89,3 +90,35 @@ def test_a_long_string_is_snapshotted_by_length_and_hash() -> None:
     text = "q" * 10_000
     (entry,) = args_snapshot(text)
     assert entry == (len(text), hash(text))
+
+
+def test_bounded_call_keeps_small_arguments_and_cuts_deep_or_large_ones() -> None:
+    small = {"id": "c", "name": "f", "args": {"city": "Lisbon"}}
+    assert bound_call(small) is small
+    deep = bound_call({"id": "c", "name": "f", "args": nested(100_000)})  # far past any stack
+    assert deep[SIZE_KEY] > 0 and measure(deep["args"])[1] == 1
+    assert deep["args"][CUT_KEY].startswith("[" * MAX_ARGS_DEPTH)
+    blob = "x" * 20_000_000
+    big = bound_call({"id": "c", "name": "f", "args": {"blob": blob}})
+    assert big[SIZE_KEY] >= len(blob) and len(big["args"][CUT_KEY]) <= 4_100
+    assert bound_call(big) is big  # idempotent: a saved message loads the same
+    assert head_json({"a": [1, 2.5, None, True, "x"]}) == '{"a": [1, 2.5, null, true, "x"]}'
+
+
+def test_snapshots_of_deep_and_huge_arguments_are_bounded_and_see_edits() -> None:
+    def payload() -> object:  # nested 900 deep, as a model's JSON would be
+        return json.loads("[" * 900 + "1" + "]" * 900)
+
+    args = {"payload": payload(), "blob": "x" * 20_000_000, "city": "Lisbon"}
+    first = args_snapshot(args)
+    assert args_snapshot(json.loads(json.dumps({"payload": payload(), "city": "Lisbon"}))) != first
+    copy = {"payload": payload(), "blob": "x" * 20_000_000, "city": "Lisbon"}
+    assert args_snapshot(copy) == first and len(first) <= 2_100
+    args["city"] = "Porto"
+    assert args_snapshot(args) != first
+    assert args_snapshot({"a": [1, "b"]}) == args_snapshot({"a": [1, "b"]})
+    assert args_snapshot({"a": 1}) != args_snapshot({"a": True})
+    start = time.perf_counter()
+    for _ in range(100):
+        args_snapshot(copy)
+    assert time.perf_counter() - start < 2  # the 20 MB string's hash is cached, never re-read

@@ -19,7 +19,7 @@ from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.messages.types import Message
 from ctxmgmt.session.conversation import Conversation, ConversationPool
 from ctxmgmt.store import SQLiteStore
-from tests.helpers import GatedEmbedder
+from tests.helpers import GatedEmbedder, passes_in_forked_child
 from tests.unit.session.test_conversation import CODEC, Note, chat
 
 
@@ -115,27 +115,13 @@ def test_a_forked_child_derives_its_backlog_and_never_deadlocks():
     embedder = GatedEmbedder()
     conversation = with_backlog(embedder)
     assert embedder.waiting.wait(10)  # fork while the worker is inside a step
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: answer, then finish the backlog with its own worker
-        code = 1
-        try:
-            embedder.gate.set()
-            history = [*chat(80), Note("user", "question 7 about cats")]
-            conversation.select(history)
-            done = conversation.wait_derived(timeout=60)
-            code = 0 if done and len(conversation.strategy) == 80 else 2
-        finally:
-            os.write(write, bytes([code]))
-            os._exit(code)
-    os.close(write)
-    embedder.gate.set()
-    try:
-        status = os.read(read, 1)
-    finally:
-        os.close(read)
-        _, exit_status = os.waitpid(pid, 0)
-    assert status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
+
+    def child() -> bool:  # answer, then finish the backlog with its own worker
+        embedder.gate.set()
+        conversation.select([*chat(80), Note("user", "question 7 about cats")])
+        return conversation.wait_derived(timeout=60) and len(conversation.strategy) == 80
+
+    assert passes_in_forked_child(child, meanwhile=embedder.gate.set)
     assert conversation.wait_derived(timeout=60)
 
 
@@ -154,21 +140,6 @@ def test_the_same_question_finds_its_turn_asked_at_once_and_after_catch_up():
         assert 20 in {t for b in context.blocks if b.kind == "turns" for t in b.turns}
         assert any("4417" in m.text for b in context.blocks for m in b.messages)
     assert Message("user", "my bike lock code is 4417") in [m for b in first.blocks for m in b.messages]
-
-
-@pytest.mark.parametrize("freeze", [True, False])
-def test_the_exit_hook_leaves_live_objects_out_of_the_final_collections_unless_switched_off(
-    monkeypatch: pytest.MonkeyPatch, freeze: bool
-) -> None:
-    import gc
-
-    monkeypatch.setattr(conversation_module, "FREEZE_AT_EXIT", freeze)
-    before = gc.get_freeze_count()
-    try:
-        conversation_module._freeze_at_exit()
-        assert (gc.get_freeze_count() > before) is freeze
-    finally:
-        gc.unfreeze()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")

@@ -96,8 +96,10 @@ def test_after_fork_in_child_renews_the_worker_and_the_registered_locks(monkeypa
 
 
 @pytest.mark.parametrize("freeze", [True, False])
-def test_freeze_at_exit_follows_its_setting(monkeypatch, freeze: bool) -> None:
-    monkeypatch.setattr(worker_module, "FREEZE_AT_EXIT", freeze)
+@pytest.mark.parametrize("module", [worker_module, conversation_module], ids=["worker", "conversation"])
+def test_freeze_at_exit_follows_its_setting(monkeypatch, module, freeze: bool) -> None:
+    """The setting is the worker module's, also when set on the conversation module."""
+    monkeypatch.setattr(module, "FREEZE_AT_EXIT", freeze)
     before = gc.get_freeze_count()
     try:
         worker_module.freeze_at_exit()

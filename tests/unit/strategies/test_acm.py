@@ -22,12 +22,9 @@ from ctxmgmt.strategies.acm import (
     ACMStrategy,
     EntityRecord,
 )
+from tests.helpers import words
 
 DEFAULT_TOKEN_BUDGET = ACMConfig.param("token_budget").default
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 class CountingExtractor:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
 from ctxmgmt.strategies.acm_block_measure import BlockMeasure
-
-
-def words(text: str) -> int:
-    return len(text.split())
-
+from tests.helpers import words
 
 MEASURE = BlockMeasure(memory_tokens=lambda text: words(text) + MESSAGE_OVERHEAD, count=words)
+"""Word tokens, and a message's overhead per block: the measure the ACM tier tests share."""
 
 
 def test_a_block_is_its_header_and_lines_as_one_message_and_nothing_without_lines():

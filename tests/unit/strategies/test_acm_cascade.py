@@ -7,16 +7,9 @@ import re
 from ctxmgmt import Message, Turn
 from ctxmgmt.components.entities import Entity
 from ctxmgmt.components.summarizer import ExtractiveSummarizer
-from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
-from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_cascade import CascadeLimits, TierCascade
+from tests.unit.strategies.test_acm_block_measure import MEASURE
 
-
-def words(text: str) -> int:
-    return len(text.split())
-
-
-MEASURE = BlockMeasure(memory_tokens=lambda text: words(text) + MESSAGE_OVERHEAD, count=words)
 TURNS = [
     Turn(i, (Message("user", f"Person{i} said fact {i} today."), Message("assistant", "Ok.")))
     for i in range(80)

@@ -10,10 +10,7 @@ from ctxmgmt.strategies.acm_entity_tier import ENTITY_HEADER, EntityRecord
 from ctxmgmt.strategies.acm_layout import ContextLayout, span
 from ctxmgmt.strategies.acm_packer import Packing
 from ctxmgmt.strategies.acm_summary_tier import SUMMARY_HEADER, SummaryItem
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def strategy() -> ACMStrategy:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
 from ctxmgmt.scoring.lexical import BM25Index
 from ctxmgmt.strategies.acm import ACMConfig
-from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_cascade import TierCascade
 from ctxmgmt.strategies.acm_entity_tier import ENTITY_HEADER, EntityRecord
 from ctxmgmt.strategies.acm_packer import BudgetPacker, Packing
 from ctxmgmt.strategies.acm_summary_tier import SUMMARY_HEADER, SummaryItem
+from tests.unit.strategies.test_acm_block_measure import MEASURE
 
-
-def words(text: str) -> int:
-    return len(text.split())
-
-
-MEASURE = BlockMeasure(memory_tokens=lambda text: words(text) + MESSAGE_OVERHEAD, count=words)
 TEXTS = [f"Small talk number {i} about the weather." for i in range(30)]
 TEXTS[4] = "Priya lent me her ladder on Tuesday."
 TEXTS[12] = "The painter borrowed the ladder too."

@@ -7,15 +7,9 @@ import logging
 from ctxmgmt import Message, Turn
 from ctxmgmt.components.summarizer import ExtractiveSummarizer
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
-from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_summary_tier import MIN_SUMMARY_TOKENS, SUMMARY_HEADER, SummaryItem, SummaryTier
+from tests.unit.strategies.test_acm_block_measure import MEASURE
 
-
-def words(text: str) -> int:
-    return len(text.split())
-
-
-MEASURE = BlockMeasure(memory_tokens=lambda text: words(text) + MESSAGE_OVERHEAD, count=words)
 TURNS = [
     Turn(i, (Message("user", f"I moved to city {i}. It rains."), Message("assistant", "Noted.")))
     for i in range(6)

@@ -13,10 +13,7 @@ from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.messages.framing import frame_memory
 from ctxmgmt.strategies import TopicThreadStrategy
 from ctxmgmt.strategies.registry import MEMORIES
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def turn(i: int) -> Turn:

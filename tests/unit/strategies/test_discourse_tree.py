@@ -12,10 +12,7 @@ from ctxmgmt import ConfigurationError, Message, Turn, kadane_dial
 from ctxmgmt.components.decider import BranchDecision, EmbeddedDecider, LLMDecider, TopicDecision
 from ctxmgmt.components.summarizer import BriefSummarizer
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def turn(i: int, user: str, answer: str = "Noted.") -> Turn:

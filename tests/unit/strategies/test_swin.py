@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from ctxmgmt import ConfigurationError, ConversationMemory, Message, SWinStrategy, Turn
 from ctxmgmt.strategies.swin import GAMMA, OVERLAP, QUERY_WEIGHT, WINDOW, MemoryItem, content_words, jaccard
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def turn(i: int, text: str | None = None) -> Turn:
@@ -59,6 +58,17 @@ def turns_in(window_text: str) -> list[int]:
 
 
 WORDS = ["apples", "boats", "clouds", "dunes", "eels", "ferns", "geese"]
+
+
+def per_turn(items: Callable[[str], list[str]], **params: Any) -> SWinStrategy:
+    """A SWin summarising each turn alone (one-turn windows, no overlap) into ``items``, counting words."""
+    return SWinStrategy(summarizer=Recording(items=items), token_counter=words, window=1, overlap=0, **params)
+
+
+def bob_likes(window_text: str) -> list[str]:
+    """One item per one-turn window: what Bob likes (one of seven words) and the turn."""
+    i = turns_in(window_text)[0]
+    return [f"Bob likes {WORDS[i % 7]} {i}"]
 
 
 def test_defaults_follow_the_paper():
@@ -166,30 +176,15 @@ def test_capacity_and_forgetting_balance_recency_and_salience():
 
 
 def test_recency_only_forgets_the_oldest():
-    s = SWinStrategy(
-        summarizer=Recording(items=lambda t: [f"Bob likes {WORDS[turns_in(t)[0]]}"]),
-        token_counter=words,
-        gamma=2,
-        window=1,
-        overlap=0,
-        recency_weight=1.0,
-        forget_batch=0,
+    s = per_turn(
+        lambda t: [f"Bob likes {WORDS[turns_in(t)[0]]}"], gamma=2, recency_weight=1.0, forget_batch=0
     )
     s.add_many([turn(i) for i in range(5)])
     assert [i.window for i in s.items] == [3, 4]
 
 
 def test_forget_batch_forgets_in_blocks_so_the_first_summary_message_stays():
-    s = SWinStrategy(
-        summarizer=Recording(items=lambda t: [f"Bob likes {WORDS[turns_in(t)[0] % 7]} {turns_in(t)[0]}"]),
-        token_counter=words,
-        gamma=8,
-        window=1,
-        overlap=0,
-        recency_weight=1.0,
-        forget_batch=4,
-        segment_items=3,
-    )
+    s = per_turn(bob_likes, gamma=8, recency_weight=1.0, forget_batch=4, segment_items=3)
     sizes, firsts = [], []
     for i in range(20):
         s.add(turn(i))
@@ -200,27 +195,14 @@ def test_forget_batch_forgets_in_blocks_so_the_first_summary_message_stays():
     assert len(set(firsts[8:13])) == 1  # the first summary message is unchanged meanwhile
     assert s.forgotten[0]["text"].startswith("Bob likes apples 0")
     # most half of gamma goes at once
-    small = SWinStrategy(
-        summarizer=Recording(items=lambda t: [f"Bob likes {WORDS[turns_in(t)[0] % 7]} {turns_in(t)[0]}"]),
-        token_counter=words,
-        gamma=3,
-        window=1,
-        overlap=0,
-        forget_batch=8,
-    )
+    small = per_turn(bob_likes, gamma=3, forget_batch=8)
     small.add_many([turn(i) for i in range(6)])
     assert 2 <= len(small.items) <= 3
 
 
 def test_memory_is_sent_as_append_only_segments():
-    s = SWinStrategy(
-        summarizer=Recording(items=lambda t: [f"Item {turns_in(t)[0]} about Paris."]),
-        token_counter=words,
-        gamma=100,
-        window=1,
-        overlap=0,
-        segment_items=4,
-        recall_share=0,
+    s = per_turn(
+        lambda t: [f"Item {turns_in(t)[0]} about Paris."], gamma=100, segment_items=4, recall_share=0
     )
     s.add_many([turn(i) for i in range(10)])
     before = s.select("Paris")

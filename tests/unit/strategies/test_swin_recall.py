@@ -12,10 +12,7 @@ from ctxmgmt.strategies.swin_recall import (
     passages,
     pieces,
 )
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def test_pieces_are_sentences_and_list_items_without_markers():

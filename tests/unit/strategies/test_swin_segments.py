@@ -14,10 +14,7 @@ from ctxmgmt.strategies.swin_segments import (
     priorities,
     summary_segments,
 )
-
-
-def words(text: str) -> int:
-    return len(text.split())
+from tests.helpers import words
 
 
 def item(k: int, session: int = 0, text: str | None = None) -> MemoryItem:

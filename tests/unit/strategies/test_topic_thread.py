@@ -12,6 +12,7 @@ import pytest
 from ctxmgmt import ConfigurationError, Message, Turn
 from ctxmgmt.components.embedder import normalise
 from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
+from tests.helpers import words
 
 TOPICS = ["cat", "car", "tax", "guitar", "food", "vet", "kitten"]
 
@@ -31,10 +32,6 @@ class KeywordEmbedder:
                 out[row, k] = 1.0 if topic in words else 0.0
             out[row, -1] = 0.01
         return normalise(out)
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 def turn(i: int, user: str, assistant: str = "Noted, thanks for telling me.") -> Turn:

@@ -58,8 +58,8 @@ Per memory, dataset and mode:
 ``latency``: per memory, a new process calls ``ctxmgmt.warm_up()`` (nothing else preloaded),
 puts a ``--turns`` history (the first turns of the LoCoMo dev conversations one after another:
 345 turns run into the second conversation, 1,000 into the fourth; ``--history longmemeval``: the
-first LongMemEval dev item, 490 turns and about 115k tokens of an assistant chat, held to the 345-turn
-targets) into the LlamaIndex memory
+LongMemEval dev items one after another, assistant chats of about 250 turns and 115k tokens each,
+held to the 345-turn targets) into the LlamaIndex memory
 with its defaults, times the first ``get(input=q)``, then ``--gets`` further ``get`` calls with new
 questions back to back (p50/p95 of all of them, and of those made while turns were still waiting),
 then waits until the conversation reports no backlog (``Conversation.wait_derived``).
@@ -551,8 +551,8 @@ LONGMEMEVAL = "longmemeval_s_dev.json.gz"
 def questions_for(turns: int, data: Path, history: str = "locomo") -> list[str]:
     """LoCoMo dev questions, those of the dialogues the history covers first.
 
-    ``history="longmemeval"``: the first LongMemEval dev item's question, then the others' (one
-    user's assistant chat; the other items' questions stand in for more questions about it).
+    ``history="longmemeval"``: the LongMemEval dev items' questions in order (the first ones are
+    about the items the history starts with).
     """
     if history == "longmemeval":
         return [q.text for d in load_dialogues(data / LONGMEMEVAL) for q in d.questions]
@@ -572,11 +572,13 @@ def questions_for(turns: int, data: Path, history: str = "locomo") -> list[str]:
 def history_turns(turns: int, data: Path, history: str = "locomo") -> list[Turn]:
     """The first ``turns`` turns of the LoCoMo dev conversations, one after another.
 
-    ``history="longmemeval"``: the first ``turns`` turns of the first LongMemEval dev item (490
-    turns, about 115k tokens, in dated sessions).
+    ``history="longmemeval"``: the first ``turns`` turns of the LongMemEval dev items one after
+    another (an item is one user's dated sessions, about 250 turns of a user message and the
+    assistant's reply, 490 messages, 115k tokens; 500 turns run into the third item).
     """
     if history == "longmemeval":
-        return list(load_dialogues(data / LONGMEMEVAL)[0].turns[:turns])
+        items = load_dialogues(data / LONGMEMEVAL)
+        return [Turn(i, t.messages) for i, t in enumerate(t for d in items for t in d.turns)][:turns]
     source_turns(data / "locomo_dev.json")
     return conversation(turns)
 

@@ -173,8 +173,8 @@ class BacklogWorker:
                 if more and not conversation.closed and not self._stopping:
                     self._queue.append(conversation)
                 conversation = None  # an evicted conversation is not kept alive by the worker
-                # rest, unless asked to stop
-                self._cond.wait(min(REST_SHARE * (time.monotonic() - started), 1.0))
+                if not self._stopping:  # rest, unless asked to stop (stop() may have notified already)
+                    self._cond.wait(min(REST_SHARE * (time.monotonic() - started), 1.0))
 
 
 def lower_priority(nice: int) -> None:

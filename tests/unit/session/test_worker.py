@@ -67,6 +67,42 @@ def test_a_failing_step_hands_the_backlog_back_to_the_calls(worker) -> None:
     assert backlog.in_background is False and backlog.steps == 1
 
 
+class StoppedMidStep(Backlog):
+    """A backlog whose step asks the worker to stop, as interpreter exit does while a step runs."""
+
+    def __init__(self, worker: BacklogWorker) -> None:
+        super().__init__(5)
+        self.worker = worker
+
+    def derive_backlog_step(self, stopping: Callable[[], bool] | None = None) -> bool:
+        self.worker.stop()  # from the worker's own thread: sets the flag and notifies, no join
+        super().derive_backlog_step(stopping)
+        return True
+
+
+def test_a_stop_during_a_step_is_not_lost_in_the_rest_after_it(monkeypatch) -> None:
+    # stop() notifies before the step ends; the rest after the step must not wait for a notify
+    # that already came (interpreter exit would wait out the rest: up to 1 s).
+    monkeypatch.setattr(worker_module, "REST_SHARE", 1e6)
+    monkeypatch.setattr(worker_module, "WORKER_NICE", 0)
+    made = BacklogWorker()
+    waits: list[bool] = []
+
+    class RecordingCondition(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(made._stopping)
+            return super().wait(timeout)
+
+    made._cond = RecordingCondition()
+    backlog = StoppedMidStep(made)
+    made.submit(backlog)
+    thread = made._thread
+    assert thread is not None
+    thread.join(30)
+    assert not thread.is_alive() and backlog.steps == 1
+    assert True not in waits  # no wait once stopping
+
+
 def test_a_stopped_worker_takes_nothing_and_cancel_drops_a_queued_one() -> None:
     idle = BacklogWorker()
     idle.stop()

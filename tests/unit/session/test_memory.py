@@ -11,26 +11,7 @@ from ctxmgmt import BudgetExceededError, ConfigurationError, ConversationMemory,
 from ctxmgmt.components.tokens import MESSAGE_OVERHEAD
 from ctxmgmt.messages.exceptions import CtxMgmtError
 from tests.helpers import TOPICS
-
-SYSTEM = Message("system", "You are a helpful assistant. Answer briefly.")
-
-
-def pairs(topics=TOPICS) -> list[Message]:
-    return [m for q, a in topics for m in (Message("user", q), Message("assistant", a))]
-
-
-def assert_topic_selected(context, start: int, end: int) -> None:
-    """The query's topic won the first KadaneDial pass and all its turns are shown."""
-    first = context.details["spans"][0]
-    assert start <= first[0] <= first[1] <= end
-    assert set(range(start, end + 1)) <= set(context.turn_indices)
-
-
-def conversation(current: str | None = "And what about the garden tomatoes again?") -> list[Message]:
-    messages = [SYSTEM, *pairs()]
-    if current is not None:
-        messages.append(Message("user", current))
-    return messages
+from tests.unit.session.test_selection import SYSTEM, assert_topic_selected, conversation, pairs
 
 
 def test_memory_add_and_select(hashing_embedder) -> None:

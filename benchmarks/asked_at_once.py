@@ -607,7 +607,7 @@ def latency_child(task: dict[str, Any]) -> dict[str, Any]:
     details = dict(memory.last_context.details) if memory.last_context is not None else {}
     all_ms, busy_ms, partial = [], [], 0
     for q in questions[1 : task["gets"] + 1]:
-        waiting = conv.backlog > 0
+        waiting = conv.backlog > 0 or conv.strategy.pending_work() > 0  # turns or deferred work
         before = time.perf_counter()
         memory.get(input=q)
         ms = (time.perf_counter() - before) * 1000

@@ -194,7 +194,8 @@ class Conversation(Generic[T]):
         self.lock = threading.RLock()
         self._backlog_index = None  # rebuilt by the next call that needs it
         renew_after_fork(self)
-        if self._pending is not None and self.in_background and not self.closed:
+        waiting = self._pending is not None or self.strategy.pending_work()
+        if waiting and self.in_background and not self.closed:
             worker().submit(self)
 
     def renew_locks(self) -> None:
@@ -312,6 +313,7 @@ class Conversation(Generic[T]):
                 self._catch_up(reading.past, reading.chains, None, deadline=False)
             elif self._pending is not None:
                 self._derive(*self._pending, None, None)
+            self.strategy.finish_pending()  # its turns are about to go
             self._forget_backlog()
             self.strategy.new_session()
             self.state.detach_history()
@@ -342,12 +344,15 @@ class Conversation(Generic[T]):
         when ``in_background``; while the worker has one in hand, a call derives nothing (it only
         loads or rewinds) and answers.
         """
+        background = self.in_background and not self.closed
+        # a call within a time limit leaves slow follow-up work (ACM's entities) to the worker
+        self.strategy.defer_work = deadline and self.index_seconds is not None and background
         if deadline and self.backlog and self.in_background and worker().holds(self):  # only answer
             self._derive(past, chains, progress, 0.0, first_step=0)
         else:
             self._derive(past, chains, progress, self.index_seconds if deadline else None)
         self._pending = (list(past), chains) if self.backlog else None
-        if self.backlog and self.in_background and not self.closed:
+        if (self.backlog or self.strategy.pending_work()) and background:
             worker().submit(self)
 
     def _index_backlog(self, past: Sequence[Turn], chains: list[str]) -> BacklogIndex | None:
@@ -414,8 +419,10 @@ class Conversation(Generic[T]):
         if not self.lock.acquire(timeout=0.01):
             return True
         try:
-            if self.closed or self._pending is None:
+            if self.closed:
                 return False
+            if self._pending is None:
+                return self._finish_pending_step(stopping)
             past, _ = self._pending
             generation, done = self._generation, len(self.state.chains)
             prepares = type(self.strategy).prepare is not Strategy.prepare
@@ -434,14 +441,38 @@ class Conversation(Generic[T]):
             self._derive(past, chains, None, 0.0, first_step=max(1, len(batch)))
             if not self.backlog:
                 self._pending = None
-            return self.backlog > 0
+            return self.backlog > 0 or self.strategy.pending_work() > 0
+
+    def _finish_pending_step(self, stopping: Callable[[], bool] | None) -> bool:
+        """The strategy's deferred work for :data:`PREPARE_TURNS` turns; True while some is left.
+
+        Called holding the lock, which it releases while the slow part runs
+        (:meth:`~ctxmgmt.strategies.base.Strategy.pending_job`) and takes again to commit.
+        """
+        if not self.strategy.pending_work():
+            return False
+        generation = self._generation
+        job = self.strategy.pending_job(PREPARE_TURNS)
+        if job is not None:
+            self.lock.release()
+            try:
+                if stopping is not None and stopping():
+                    return True
+                job()
+            finally:
+                self.lock.acquire()
+            if self.closed or generation != self._generation:
+                return False
+        self.strategy.finish_pending(PREPARE_TURNS)
+        return self.strategy.pending_work() > 0
 
     def wait_derived(self, timeout: float | None = None) -> bool:
-        """Wait until the backlog is derived (by calls or the background); False on ``timeout`` (seconds)."""
+        """Wait until the backlog and any deferred work are done; False on ``timeout`` (seconds)."""
         end = None if timeout is None else time.monotonic() + timeout
-        if self.backlog and self.in_background and not self.closed and not worker().holds(self):
+        waiting = self.backlog or self.strategy.pending_work()
+        if waiting and self.in_background and not self.closed and not worker().holds(self):
             worker().submit(self)  # e.g. a forked child's conversation
-        while self.backlog:
+        while self.backlog or self.strategy.pending_work():
             if end is not None and time.monotonic() >= end:
                 return False
             time.sleep(0.01)

@@ -93,8 +93,10 @@ def compose_context(
     ``backlog`` index chooses among the rest (:meth:`ctxmgmt.session.backlog.BacklogIndex.select`),
     within the waiting turns' share of what the budget leaves, and the context's details say
     it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting); without an
-    index none of them is sent. ``pending_tokens`` counts a waiting turn's tokens (default: the
-    strategy's counter, uncached).
+    index none of them is sent. A strategy that derived every turn but left slow follow-up work
+    for later (:meth:`~ctxmgmt.strategies.base.Strategy.pending_work`, ACM's entity tier) answers
+    without it, and the context says it is partial too. ``pending_tokens`` counts a waiting
+    turn's tokens (default: the strategy's counter, uncached).
 
     ``previous`` is the conversation's previous context (None: none, or not kept). With it,
     a strategy laid out for prompt caching (``stable``; None = the strategy's default,
@@ -160,6 +162,8 @@ def compose_context(
         )
     if derived < len(past):
         details.update(partial=True, backlog=len(past) - derived)
+    if strategy.pending_work():  # derived, but slow follow-up work (ACM's entities) not done yet
+        details["partial"] = True
     context = Context(
         query=question,
         blocks=blocks,

@@ -9,6 +9,7 @@ laid out as blocks by :class:`~ctxmgmt.strategies.acm_layout.ContextLayout`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from ctxmgmt.scoring.lexical import BM25Index
 from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_cascade import CascadeLimits, TierCascade
 from ctxmgmt.strategies.acm_entity_tier import ENTITY_HEADER as ENTITY_HEADER  # importable from here
-from ctxmgmt.strategies.acm_entity_tier import EntityRecord, EntityTier
+from ctxmgmt.strategies.acm_entity_tier import EntityRecord, EntityTier, entity_text
 from ctxmgmt.strategies.acm_layout import ContextLayout
 from ctxmgmt.strategies.acm_packer import BudgetPacker
 from ctxmgmt.strategies.acm_summary_tier import SUMMARY_HEADER as SUMMARY_HEADER  # importable from here
@@ -279,7 +280,42 @@ class ACMStrategy(Strategy):
             fallback=self._fallback,
             entity_extractor=self.entity_extractor,
             measure=self._measure,
+            extract=not self.defer_work,
         )
+
+    # -- deferred entity extraction (a first answer over a long history, issue 32) ------------
+    def pending_work(self) -> int:
+        """Turns collapsed into the entity tier whose entities are not extracted yet (:attr:`defer_work`)."""
+        return self._cascade.entity_tier.pending_turns()
+
+    def pending_job(self, limit: int) -> Callable[[], None] | None:
+        """The entity extraction of the next pending turns, to run outside the lock.
+
+        The extractor's cache (spaCy's) then makes :meth:`finish_pending` quick.
+
+        None for an extractor whose results depend on the batch (an LLM): :meth:`finish_pending`
+        then asks it for each collapse, as the cascade does.
+        """
+        extractor = self.entity_extractor
+        groups = self._cascade.entity_tier.next_groups(limit)
+        if not groups or not getattr(extractor, "per_text", False):
+            return None
+        texts = [entity_text(self._turns[i]) for group in groups for i in group]
+
+        def extract() -> None:
+            try:
+                extractor.extract(texts)
+            except Exception:  # finish_pending asks again and reports the failure
+                return
+
+        return extract
+
+    def finish_pending(self, limit: int | None = None) -> int:
+        """Extract and merge the entities of up to ``limit`` pending turns (None = all); turns finished."""
+        before = self.pending_work()
+        if before:
+            self._llm_calls += self._cascade.merge_entities(self._turns, self.entity_extractor, limit)
+        return before - self.pending_work()
 
     def _on_reset(self) -> None:
         self._cascade = TierCascade(LOG_ENTRIES)
@@ -298,6 +334,8 @@ class ACMStrategy(Strategy):
         ``budget`` None uses ``token_budget``. See the class docstring for the priorities.
         """
         query = bound_input(query)  # a huge message is read within the one input bound
+        if not self.defer_work:
+            self.finish_pending()
         limit = self.token_budget if budget is None else max(0, int(budget))
         packer = BudgetPacker(
             self.config, self._cascade, self._turn_tokens, self._lexical, self._measure, self.cascade_floor
@@ -305,8 +343,13 @@ class ACMStrategy(Strategy):
         layout = ContextLayout(self, self._cascade, self.config)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)
         if self.stable_layout:
-            return layout.stable(context, packer.pack_stable(query, limit))
-        return layout.default(context, packer.pack(query, limit))
+            context = layout.stable(context, packer.pack_stable(query, limit))
+        else:
+            context = layout.default(context, packer.pack(query, limit))
+        pending = self.pending_work()
+        if pending:
+            context.details["entities_pending"] = pending
+        return context
 
     # -- persistence --------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -324,6 +367,7 @@ class ACMStrategy(Strategy):
             "log": cascade.log.map(str),
             "summarize_calls": self.summarize_calls,
             "extract_calls": self.extract_calls,
+            "entities_pending": [list(group) for group in cascade.entity_tier.pending],
         }
 
     def _load(self, state: dict[str, Any]) -> None:
@@ -349,5 +393,6 @@ class ACMStrategy(Strategy):
         cascade.entity_tier = EntityTier(
             {str(k): checked_fields(EntityRecord(**d), "entity") for k, d in state["entities"].items()},
             int(state.get("extract_calls", 0)),
+            [[int(i) for i in group] for group in state.get("entities_pending", [])],
         )
         cascade.log = CappedLog.restored(LOG_ENTRIES, state.get("log", [])).map(str)

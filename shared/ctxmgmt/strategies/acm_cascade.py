@@ -13,10 +13,6 @@ from ctxmgmt.strategies.acm_entity_tier import EntityTier, turn_time
 from ctxmgmt.strategies.acm_summary_tier import SummaryTier
 from ctxmgmt.strategies.state import CappedLog
 
-_COLLAPSE_MARK = "\x00collapse"
-"""Where a collapse's line goes among one :meth:`TierCascade.add`'s log lines while its entities
-are extracted (they are extracted together, after the cascade)."""
-
 
 @dataclass(frozen=True)
 class CascadeLimits:
@@ -90,13 +86,15 @@ class TierCascade:
         fallback: Any,
         entity_extractor: Any,
         measure: BlockMeasure,
+        extract: bool = True,
     ) -> int:
         """Run the cascade for turns ``start`` onwards, one turn at a time; the LLM calls made.
 
         ``turns`` and ``tokens`` (each turn's tokens) cover the whole conversation, new turns
         included. The entities of the turns collapsed meanwhile are extracted after the cascade
         (which never reads them), in one batch where the extractor allows it; the log gets
-        every line in the order a turn-by-turn run writes them.
+        every line in the order a turn-by-turn run writes them. ``extract=False`` leaves them
+        queued (:meth:`merge_entities` merges them later, in the same order, to the same records).
         """
         lines: list[str] = []
         llm_calls = 0
@@ -104,11 +102,19 @@ class TierCascade:
             for count in range(start + 1, len(turns) + 1):  # one turn at a time: batching never matters
                 llm_calls += self._step(turns, tokens, count, limits, summarizer, fallback, measure, lines)
         finally:
-            collapses, extract_calls = self.entity_tier.merge_pending(turns, entity_extractor)
-            llm_calls += extract_calls
-            collapse_lines = iter(collapses)
             for line in lines:
-                self.log.append(next(collapse_lines) if line == _COLLAPSE_MARK else line)
+                self.log.append(line)
+            if extract:
+                llm_calls += self.merge_entities(turns, entity_extractor)
+        return llm_calls
+
+    def merge_entities(self, turns: Sequence[Turn], entity_extractor: Any, limit: int | None = None) -> int:
+        """Extract and merge the queued collapses of up to ``limit`` turns (None = all); LLM calls made.
+
+        Whenever it runs, the records come out the same: the groups merge in the order they
+        collapsed (the cascade never reads them).
+        """
+        _, llm_calls = self.entity_tier.merge_pending(turns, entity_extractor, limit)
         return llm_calls
 
     def _step(
@@ -183,4 +189,4 @@ class TierCascade:
             return
         self.entity_tier.collapse(indices)
         self.entity_end = max(self.entity_end, indices[-1] + 1)
-        lines.append(_COLLAPSE_MARK)  # its line, once its entities are known
+        lines.append(f"collapsed turns {indices[0]}-{indices[-1]} to entities")

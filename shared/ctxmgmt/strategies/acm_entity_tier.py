@@ -97,12 +97,18 @@ class EntityTier:
         records: The entities by key ``"text|label"`` (``"text|label|time"`` for DATE/TIME),
             restored state; none by default.
         calls: Extractions so far, one per collapse (restored state); 0 by default.
+        pending: Collapsed groups whose entities are not merged yet (restored state); none by default.
     """
 
-    def __init__(self, records: dict[str, EntityRecord] | None = None, calls: int = 0) -> None:
+    def __init__(
+        self,
+        records: dict[str, EntityRecord] | None = None,
+        calls: int = 0,
+        pending: list[list[int]] | None = None,
+    ) -> None:
         self.records: dict[str, EntityRecord] = records if records is not None else {}
         self.calls = calls
-        self._pending: list[list[int]] = []  # groups collapsed, their entities not merged yet
+        self._pending: list[list[int]] = pending or []  # groups collapsed, their entities not merged yet
 
     # -- upkeep ---------------------------------------------------------------------------------
     def collapse(self, indices: list[int]) -> None:
@@ -110,12 +116,39 @@ class EntityTier:
         self.calls += 1
         self._pending.append(indices)
 
-    def merge_pending(self, turns: Sequence[Turn], extractor: Any) -> tuple[list[str], int]:
-        """Extract and merge the entities of every queued group, in order.
+    @property
+    def pending(self) -> list[list[int]]:
+        """The collapsed groups (turn indices) whose entities are not merged yet, oldest first."""
+        return self._pending
 
-        Returns one log line per group and the LLM calls made. The queue is emptied.
+    def pending_turns(self) -> int:
+        """Turns collapsed whose entities are not merged yet."""
+        return sum(len(group) for group in self._pending)
+
+    def next_groups(self, limit: int | None) -> list[list[int]]:
+        """The oldest queued groups covering at most ``limit`` turns (at least one group; None = all)."""
+        if limit is None:
+            return list(self._pending)
+        groups: list[list[int]] = []
+        covered = 0
+        for group in self._pending:
+            if groups and covered + len(group) > limit:
+                break
+            groups.append(group)
+            covered += len(group)
+        return groups
+
+    def merge_pending(
+        self, turns: Sequence[Turn], extractor: Any, limit: int | None = None
+    ) -> tuple[list[str], int]:
+        """Extract and merge the entities of the queued groups, in order.
+
+        ``limit``: only the oldest groups covering at most that many turns (at least one);
+        None = every group. Returns one log line per group and the LLM calls made. The merged
+        groups leave the queue.
         """
-        pending, self._pending = self._pending, []
+        pending = self.next_groups(limit)
+        self._pending = self._pending[len(pending) :]
         found, llm_calls = self._entities_of(turns, pending, extractor) if pending else ([], 0)
         lines: list[str] = []
         for indices, entities_of_turns in zip(pending, found, strict=True):
@@ -250,6 +283,11 @@ def turn_time(turn: Turn) -> str:
     return next((m.timestamp for m in turn.messages if m.timestamp), "") or ""
 
 
+def entity_text(turn: Turn) -> str:
+    """The text of ``turn`` the entity extractor reads: its non-empty messages, one per line."""
+    return "\n".join(m.text for m in turn.messages if m.text.strip())
+
+
 def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
@@ -258,7 +296,7 @@ def _extract(
     turns: Sequence[Turn], indices: list[int], extractor: Any, *, log_failure: bool = True
 ) -> tuple[list[list[Entity]] | None, int]:
     """The entities of turns ``indices`` in one extractor call (None if it failed); LLM calls made."""
-    texts = ["\n".join(m.text for m in turns[i].messages if m.text.strip()) for i in indices]
+    texts = [entity_text(turns[i]) for i in indices]
     found: list[list[Entity]] | None
     with meter_calls() as meter:
         try:

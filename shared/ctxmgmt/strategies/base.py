@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ctxmgmt.components._coerce import component_name
@@ -49,6 +49,11 @@ class Strategy(ABC):
     conversation's default (:data:`ctxmgmt.session.conversation.INDEX_SECONDS`). Set by the memories
     that embed nothing (SWin, ACM): they derive a few hundred turns in about a second, so their
     first answer over such a history is the one they give once everything is derived."""
+    defer_work: bool = False
+    """Whether ``add`` may leave slow follow-up work for later (:meth:`pending_work`), and
+    ``select`` answer without it (its context then says so). Set by a conversation while its
+    calls answer within a time limit and a background worker finishes the rest; False for a
+    strategy used on its own, whose ``add`` does everything."""
     budget_only_trims: ClassVar[bool] = False
     """True when ``select(q, budget=b)`` is ``select(q)`` whenever that fits in ``b`` tokens (the
     budget only cuts, never adds), so a caller with a cap selects once, within it, instead of
@@ -113,6 +118,25 @@ class Strategy(ABC):
     def prepare(self, turns: Sequence[Turn]) -> None:
         """Get ready to add ``turns`` one by one (e.g. embed them in one batch); no-op by default."""
         del turns
+
+    # -- deferred work (a call answers before a slow enrichment of its turns is done) ----------
+    def pending_work(self) -> int:
+        """Turns added whose slow follow-up work was left for later (:attr:`defer_work`); 0 by default."""
+        return 0
+
+    def pending_job(self, limit: int) -> Callable[[], None] | None:
+        """The slow part of finishing up to ``limit`` pending turns, as a call that reads no strategy state.
+
+        Run outside the conversation's lock (it fills a content-keyed cache, e.g. spaCy's), so
+        :meth:`finish_pending` under the lock is quick. None: nothing to run outside.
+        """
+        del limit
+        return None
+
+    def finish_pending(self, limit: int | None = None) -> int:
+        """Finish the deferred work of up to ``limit`` turns (None = all), oldest first; turns finished."""
+        del limit
+        return 0
 
     def add(self, turn: Turn) -> None:
         """Add one completed turn."""

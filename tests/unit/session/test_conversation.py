@@ -258,3 +258,32 @@ def test_while_the_worker_has_a_backlog_in_hand_a_call_only_answers(hashing_embe
     while conversation.derive_backlog_step():
         pass
     assert conversation.backlog == 0 and len(conversation.strategy) == 61
+
+
+def test_a_time_limited_call_leaves_acms_entities_to_the_worker_and_says_its_answer_is_partial():
+    from ctxmgmt import ACMStrategy
+    from ctxmgmt.components.entities import Entity
+
+    class Capitalised:  # entities of one text never depend on the others (as spaCy's)
+        per_text = True
+
+        def extract(self, texts: list[str]) -> list[list[Entity]]:
+            return [[Entity(w, "GPE") for w in text.split() if w.istitle()] for text in texts]
+
+    def acm() -> ACMStrategy:
+        return ACMStrategy(
+            token_budget=150, token_counter=lambda t: len(t.split()), entity_extractor=Capitalised()
+        )
+
+    history = [*chat(80, "Paris and Lyon"), Note("user", "what about Paris?")]
+    conversation = Conversation("k", acm(), CODEC, index_seconds=3.0)
+    context = conversation.select(history).context
+    assert conversation.backlog == 0 and len(conversation.strategy) == 80  # every turn derived...
+    assert context.details["partial"] and context.details["entities_pending"] > 0  # ...but entities
+    assert conversation.wait_derived(timeout=60)  # the worker extracts them, with no call
+    full = Conversation("k2", acm(), CODEC, index_seconds=None)
+    expected = full.select(history).context
+    assert not expected.details.get("partial") and "entities_pending" not in expected.details
+    assert conversation.strategy.to_state() == full.strategy.to_state()
+    again = conversation.select(history).context
+    assert again.blocks == expected.blocks and not again.details.get("partial")

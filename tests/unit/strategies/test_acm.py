@@ -627,3 +627,53 @@ def test_stable_layout_keeps_the_prefix_between_cascades_and_puts_the_query_last
     # every budget is a hard limit
     for budget in (16, 40, 120, 250):
         assert s.select("Person3", budget=budget).tokens <= budget
+
+
+# -- deferred entity extraction (a conversation's first answer over a long history, issue 32) --
+def test_deferred_entities_are_merged_later_into_the_same_state():
+    turns = [turn(i) for i in range(60)]
+    plain = make(150, entity_extractor=PerTextExtractor())
+    plain.add_many(turns)
+    deferred = make(150, entity_extractor=PerTextExtractor())
+    deferred.defer_work = True
+    deferred.add_many(turns[:30])
+    deferred.add_many(turns[30:])
+    collapsed = len(plain.tiers["entities"])
+    assert deferred.entity_extractor.texts == [] and deferred.entities == []
+    assert deferred.pending_work() == collapsed > 0 and deferred.tiers == plain.tiers
+    context = deferred.select("Person2?")
+    assert context.details["entities_pending"] == collapsed  # the answer says what it lacks
+    assert not any(b.text().startswith(ENTITY_HEADER) for b in context.blocks if b.kind != "turns")
+    job = deferred.pending_job(8)
+    assert job is not None
+    job()  # outside the lock: fills the extractor's cache, merges nothing
+    assert deferred.pending_work() == collapsed
+    while deferred.pending_work():
+        assert 0 < deferred.finish_pending(8) <= max(8, max(map(len, _collapse_groups(plain))))
+    assert deferred.to_state() == plain.to_state()  # entities, tiers, log and counters alike
+    assert "entities_pending" not in deferred.select("Person2?").details
+
+
+def test_pending_entities_survive_a_restore_and_a_strategy_on_its_own_finishes_them():
+    turns = [turn(i) for i in range(60)]
+    plain = make(150)
+    plain.add_many(turns)
+    deferred = make(150)
+    deferred.defer_work = True
+    deferred.add_many(turns)
+    state = json.loads(json.dumps(deferred.to_state()))
+    assert state["entities_pending"] and state["entities"] == {}
+    restored = make(150)  # defer_work off: select finishes the work first
+    restored.load_state(state)
+    assert restored.pending_work() == deferred.pending_work() > 0
+    assert restored.select("Person2?").text() == plain.select("Person2?").text()
+    assert restored.pending_work() == 0 and restored.to_state() == plain.to_state()
+
+
+def test_an_extractor_that_depends_on_the_batch_gets_no_job_and_merges_per_collapse():
+    deferred = make(150)  # CountingExtractor: not per_text
+    deferred.defer_work = True
+    deferred.add_many([turn(i) for i in range(60)])
+    assert deferred.pending_work() > 0 and deferred.pending_job(8) is None
+    assert deferred.finish_pending() > 0 and deferred.pending_work() == 0
+    assert deferred.entities

@@ -50,6 +50,7 @@ from typing import Any, Generic, Literal, TypeVar
 from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.components.budget import turn_tokens
 from ctxmgmt.components.embedder import SentenceTransformerEmbedder, shared_queries
+from ctxmgmt.components.threads import few_blas_threads
 from ctxmgmt.messages.context import Context
 from ctxmgmt.messages.types import Turn
 from ctxmgmt.session.backlog import RECENT_TURNS, BacklogIndex
@@ -231,7 +232,7 @@ class Conversation(Generic[T]):
         Raises:
             InvalidMessageError: a new message cannot be converted (nothing is indexed then).
         """
-        with self.lock:
+        with self.lock, few_blas_threads():
             reading = self.history.read(originals, flushed=flushed, check=check)
             self._catch_up(reading.past, reading.chains, progress)
 
@@ -262,7 +263,7 @@ class Conversation(Generic[T]):
             BudgetExceededError: system messages plus the turn in progress exceed ``budget``.
             InvalidMessageError: a new or changed message cannot be converted.
         """
-        with self.lock:
+        with self.lock, few_blas_threads():  # small products: a second BLAS thread only waits
             reading = self.history.read(originals, query=query, flushed=flushed)
             self._catch_up(reading.past, reading.chains, progress)
             with shared_queries():  # the strategy and the fast index embed the question once

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ctxmgmt.components.threads import background_threads
+from ctxmgmt.components.threads import background_threads, few_blas_threads
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class BacklogWorker:
             assert conversation is not None
             started = time.monotonic()
             try:
-                with background_threads():  # one core at most: calls run beside it
+                with background_threads(), few_blas_threads():  # one core at most: calls run beside it
                     more = conversation.derive_backlog_step(self._is_stopping)
             except Exception as exc:  # noqa: BLE001 - the next call derives (and reports) it itself
                 logger.warning("background derivation of session %r failed: %s", conversation.key, exc)

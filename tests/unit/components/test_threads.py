@@ -80,3 +80,33 @@ def test_without_torch_loaded_nothing_happens(monkeypatch) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     with small_call_threads():
         pass
+
+
+def test_blas_runs_on_one_thread_within_calls_and_gets_its_setting_back_after_the_last():
+    import numpy  # noqa: F401  -- its BLAS is the one lowered
+    from threadpoolctl import threadpool_info
+
+    import ctxmgmt.components.threads as threads
+
+    def blas_threads() -> list[int]:
+        return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before, "numpy's BLAS is found"
+    with threads.few_blas_threads():
+        assert blas_threads() == [min(n, 1) for n in before]
+        with threads.few_blas_threads():  # nested (a worker step beside a call): still one
+            pass
+        assert blas_threads() == [min(n, 1) for n in before]
+    assert blas_threads() == before
+
+
+def test_blas_is_left_alone_when_switched_off(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    import ctxmgmt.components.threads as threads
+
+    monkeypatch.setattr(threads, "BLAS_THREADS", None)
+    before = [info["num_threads"] for info in threadpool_info()]
+    with threads.few_blas_threads():
+        assert [info["num_threads"] for info in threadpool_info()] == before

@@ -191,14 +191,25 @@ def test_the_twin_chooses_the_waiting_turns_its_verbatim_blocks_hold(twin_index,
     assert wanted and any(b.kind == "summary" for b in context.blocks)  # its summary is not sent
     blocks = twin_index.select(QUESTION, turns, first, None, cost)
     chosen = [i for b in blocks for i in b.turns]
-    assert set(chosen) == wanted | {10, 11} and chosen == sorted(chosen)
+    assert set(chosen) == wanted and chosen == sorted(chosen)  # no newest turns of its own: the twin's
     for block in blocks:
         assert block.kind == "turns" and block.reason.startswith("not derived yet: ")
         assert block.messages == tuple(m for i in block.turns for m in turns[i].messages)
-        if not set(block.turns) <= {10, 11}:
-            assert block.reason.endswith("(fast DiscourseTree)")
+        assert block.reason.endswith("(fast DiscourseTree)")
     later = [i for b in twin_index.select(QUESTION, turns, 7, None, cost) for i in b.turns]
-    assert later and min(later) >= 7
+    assert not later or min(later) >= 7
+
+
+def test_the_twin_keeps_the_newest_turns_itself_once_it_holds_them_all(turns) -> None:
+    index = BacklogIndex(words, twin_of=tree(recent_turns=1))
+    index.update(turns, chain_hashes(turns), seconds=None)
+    chosen = [i for b in index.select("garden tomatoes", turns, 2, None, cost) for i in b.turns]
+    assert 11 in chosen and 10 not in chosen  # its recent_turns=1, not RECENT_TURNS
+    partly = BacklogIndex(words, twin_of=tree())
+    partly.update(turns[:8], chain_hashes(turns[:8]), seconds=None)
+    blocks = partly.select(QUESTION, turns, 2, None, cost)
+    assert [b.turns for b in blocks if b.reason == "not derived yet: newest turn"] == [(10, 11)]
+    assert [b.turns for b in partly.select("", turns, 2, None, cost)] == [(10, 11)]  # no question
 
 
 def test_without_scores_a_budget_drops_the_twins_oldest_turns_first(twin_index, turns) -> None:
@@ -210,5 +221,5 @@ def test_without_scores_a_budget_drops_the_twins_oldest_turns_first(twin_index, 
     chosen = [i for b in blocks for i in b.turns]
     assert sum(b.tokens for b in blocks) <= budget
     assert chosen == full[-3:]  # the newest of its choice kept, the oldest dropped
-    tight = [i for b in twin_index.select(QUESTION, turns, 0, cost(turns[11]), cost) for i in b.turns]
-    assert tight == [11]
+    tight = [i for b in twin_index.select(QUESTION, turns, 0, cost(turns[full[-1]]), cost) for i in b.turns]
+    assert tight == full[-1:]

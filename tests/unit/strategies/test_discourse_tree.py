@@ -736,8 +736,10 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_offline_components(hash
     with_questions = strategy.fast_twin(questions)
     assert isinstance(with_questions.embedder, StaticTurns) and with_questions.embedder.questions is questions
     with_questions.add_many(strategy.turns)
-    with_questions.select(ROME[2])
+    context = with_questions.select(ROME[2])
+    assert "explain" not in context.details and not with_questions.explains  # its contexts are not shown
     assert len(llm.prompts) == asked  # the twin asked the LLM nothing
+    assert "explain" in strategy.select(ROME[2]).details and strategy.explains
     assert with_questions.llm_calls == 0
 
 

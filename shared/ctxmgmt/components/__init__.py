@@ -22,6 +22,7 @@ from ctxmgmt.components.extractive_summarizer import ExtractiveSummarizer
 from ctxmgmt.components.llm_summarizer import LLMSummarizer
 from ctxmgmt.components.sentence_transformer_embedder import SentenceTransformerEmbedder
 from ctxmgmt.components.static_embedder import StaticEmbedder
+from ctxmgmt.components.static_turns import StaticTurns
 from ctxmgmt.components.summarizer import as_summarizer
 from ctxmgmt.components.summarizer_protocol import Summarizer
 from ctxmgmt.components.tokens import (
@@ -54,6 +55,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "SpacyEntityExtractor",
     "StaticEmbedder",
+    "StaticTurns",
     "Summarizer",
     "TiktokenCounter",
     "TokenCounter",

@@ -3,11 +3,13 @@
 A long history that arrives at once (a cold start over an existing chat store, thousands of
 messages in one call) takes a strategy seconds to minutes to derive with MiniLM (about 35 ms a
 turn on 2 CPU cores). Meanwhile the turns it has not reached are chosen from by
-:class:`BacklogIndex`: KadaneDial (the DYCP span selection of
+:class:`BacklogIndex`: the strategy's own fast twin when it names one
+(:meth:`~ctxmgmt.strategies.base.Strategy.fast_twin`: DiscourseTree's forest over the static
+encoder's turn vectors, 150-500 turns a second), else KadaneDial (the DYCP span selection of
 :class:`~ctxmgmt.strategies.kadanedial.KadaneDialStrategy`) over the shipped static encoder's
 vectors and BM25, which indexes about 2,000 turns a second and needs no torch. So the first
-answer over a long history already holds the earlier turns its question needs, and the context
-says it is partial (``context.details["partial"]``).
+answer over a long history already holds the earlier turns its question needs, chosen the way
+the memory chooses them, and the context says it is partial (``context.details["partial"]``).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from ctxmgmt.components.static_turns import StaticTurns
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Block, runs
 from ctxmgmt.messages.types import Turn
+from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy, trim_to_budget
 
 RECENT_TURNS = 2
@@ -35,6 +39,10 @@ next calls index the rest. Turns not indexed yet are chosen from only as the new
 INDEX_STEP = 256
 """Turns indexed per step (one static-encoder batch) between clock checks."""
 
+TWIN_STEP = 64
+"""Turns a strategy's fast twin indexes per step between clock checks (DiscourseTree's: 0.1-0.4 s
+of work, by the size of its forest, so a call keeps close to :data:`INDEX_SECONDS`)."""
+
 QUESTION_TAU = 0.42
 """KadaneDial's gain shift when questions are embedded by MiniLM. LoCoMo dev, every turn waiting:
 evidence recall 0.913 at 12.6% of the history's tokens (0.46: 0.909 at 11.8%; static questions
@@ -42,31 +50,58 @@ and the default 0.52: 0.905 at 13.2%); MiniLM over every turn, derived first: 0.
 
 
 class BacklogIndex:
-    """KadaneDial over the static encoder and BM25, choosing among the turns not derived yet.
+    """A fast index choosing among the turns not derived yet: the strategy's fast twin, else KadaneDial.
 
-    Holds every completed turn of the history from the first (so spans and z-scores are those
-    of the whole conversation) and selects among those from ``first`` on. Built by a
-    conversation when a backlog appears and dropped when it is gone: it keeps one 384-float
-    vector per turn.
+    Holds every completed turn of the history from the first (so spans, z-scores and topic
+    trees are those of the whole conversation) and selects among those from ``first`` on.
+    Built by a conversation when a backlog appears and dropped when it is gone: it keeps one
+    384-float vector per turn (a twin may keep more: DiscourseTree's keeps two, and its forest).
 
     Args:
         token_counter: The conversation strategy's counter (turn token counts agree with it).
         questions: The bundled MiniLM when the strategy embeds with it: it embeds the questions
             (one short text, ~7 ms), which scores the static turn vectors better than their own
             questions do (:data:`QUESTION_TAU`). None: the static encoder for both.
-        recent: Newest waiting turns always sent; :data:`RECENT_TURNS`.
+        recent: Newest waiting turns always sent; :data:`RECENT_TURNS`. A twin that holds every
+            turn keeps the newest by its own parameters instead (DiscourseTree: its active path,
+            ``recent_turns``): on MT-Bench+ dev, 2 more turns took the token ratio asked at once
+            from 0.500 to 0.564 (everything derived first: 0.491).
+        twin_of: The conversation's strategy: when it names a fast twin
+            (:meth:`~ctxmgmt.strategies.base.Strategy.fast_twin`, given ``questions``), the twin
+            chooses, so the waiting turns are chosen the way the strategy chooses. None, or no
+            twin: KadaneDial over the static encoder.
+
+    Attributes:
+        strategy: The strategy that indexes and chooses (the twin, or KadaneDial).
+        twin: Whether ``strategy`` is the conversation strategy's fast twin.
+        label: Which index it is, in the blocks' reasons (``"fast index"``,
+            ``"fast DiscourseTree"``).
     """
 
     def __init__(
-        self, token_counter: TokenCounter, questions: Any = None, *, recent: int = RECENT_TURNS
+        self,
+        token_counter: TokenCounter,
+        questions: Any = None,
+        *,
+        recent: int = RECENT_TURNS,
+        twin_of: Strategy | None = None,
     ) -> None:
         self.recent = recent
-        if questions is None:
-            self.strategy = KadaneDialStrategy(embedder="static", token_counter=token_counter)
+        twin = None if twin_of is None else twin_of.fast_twin(questions)
+        self.strategy: Strategy
+        if twin is not None:
+            self.strategy = twin
+            self.label = f"fast {type(twin_of).__name__.removesuffix('Strategy')}"
+            self.twin = True
         else:
-            self.strategy = KadaneDialStrategy(
-                embedder=_StaticTurns(questions), token_counter=token_counter, tau=QUESTION_TAU
-            )
+            if questions is None:
+                self.strategy = KadaneDialStrategy(embedder="static", token_counter=token_counter)
+            else:
+                self.strategy = KadaneDialStrategy(
+                    embedder=StaticTurns(questions), token_counter=token_counter, tau=QUESTION_TAU
+                )
+            self.label = "fast index"
+            self.twin = False
         self._chain = ""  # chain hash of the newest indexed turn
 
     def update(
@@ -82,9 +117,10 @@ class BacklogIndex:
         if done and (done > len(chains) or chains[done - 1] != self._chain):
             self.strategy.reset()
         start = time.monotonic()
+        step = TWIN_STEP if self.twin else INDEX_STEP
         while len(self.strategy.turns) < len(past):
             done = len(self.strategy.turns)
-            self.strategy.add_many(past[done : done + INDEX_STEP])
+            self.strategy.add_many(past[done : done + step])
             self._chain = chains[len(self.strategy.turns) - 1]
             if seconds is not None and time.monotonic() - start >= seconds:
                 break
@@ -99,27 +135,43 @@ class BacklogIndex:
     ) -> list[Block]:
         """Blocks of the turns ``first``.. of ``past`` to send for ``query``, within ``budget`` tokens.
 
-        KadaneDial's spans over the indexed turns, cut to those from ``first`` on, plus the
-        newest ``recent`` turns; over ``budget`` the lowest-scoring span edges go first (the
-        newest turns last). Chronological runs, one block each. ``cost`` counts a turn's tokens
-        (the conversation counts each waiting turn once).
+        The index strategy's verbatim turns (its ``"turns"`` blocks: KadaneDial's spans, a
+        twin's active path and recalled turns) over the indexed turns, cut to those from
+        ``first`` on, plus the newest ``recent`` turns. Over ``budget`` span edges go first, the
+        lowest-scoring first when the strategy scores turns (``details["scores"]``), else the
+        oldest first; the newest turns last. Chronological runs, one block each. ``cost``
+        counts a turn's tokens (the conversation counts each waiting turn once).
         """
         indexed = len(self.strategy.turns)
-        recent = set(range(max(first, len(past) - self.recent), len(past)))
+        # a twin that holds every turn keeps the newest by its own parameters (when it is asked)
+        keep = 0 if self.twin and query and indexed == len(past) else self.recent
+        recent = set(range(max(first, len(past) - keep), len(past)))
         chosen = set(recent)
         scores: list[float] = []
+        reasons: dict[int, str] = {}  # a twin's turn -> its block's reason
         if query and indexed > first:
             context = self.strategy.select(query)
-            chosen |= {i for block in context.blocks for i in block.turns if i >= first}
+            for block in context.blocks:
+                if block.kind == "turns":
+                    reasons.update((i, block.reason) for i in block.turns if i >= first)
+            chosen |= set(reasons)
             scores = list(context.details.get("scores", []))
         if budget is not None:
             tokens = {i: cost(past[i]) for i in chosen}
-            top = max(scores, default=0.0) + 1.0  # turns not indexed yet (the newest) go last
-            signal = np.array([scores[i] if i < len(scores) else top for i in range(len(past))])
+            if scores:  # turns not indexed yet (the newest) go last
+                top = max(scores) + 1.0
+                signal = np.array([scores[i] if i < len(scores) else top for i in range(len(past))])
+            else:  # no scores: the oldest go first
+                signal = np.arange(len(past), dtype=float)
             trim_to_budget(chosen, signal, recent, tokens, budget)  # type: ignore[arg-type]
         blocks = []
         for run in runs(sorted(chosen)):
-            why = "newest turn" if set(run) <= recent else "a span relevant to the question (fast index)"
+            if set(run) <= recent:
+                why = "newest turn"
+            elif self.twin:  # the twin's own reason for the run's first turn it chose
+                why = f"{next((reasons[i] for i in run if reasons.get(i)), 'chosen')} ({self.label})"
+            else:
+                why = f"a span relevant to the question ({self.label})"
             blocks.append(
                 Block(
                     "turns",
@@ -130,26 +182,3 @@ class BacklogIndex:
                 )
             )
         return blocks
-
-
-class _StaticTurns:
-    """Turns embedded by the static encoder, questions by ``questions``.
-
-    The static encoder's vectors were fitted to MiniLM's space, so MiniLM questions score them.
-    """
-
-    def __init__(self, questions: Any) -> None:
-        from ctxmgmt.components.static_embedder import static_embedder
-
-        self.turns = static_embedder()
-        self.questions = questions
-        self.name = f"{self.turns.name}+{getattr(questions, 'name', 'questions')}"
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.turns.embed(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        """``text`` by ``questions``: embedded once per call with the strategy's (:func:`shared_queries`)."""
-        from ctxmgmt.components.embedder import embed_query
-
-        return embed_query(self.questions, text)

@@ -365,8 +365,11 @@ class Conversation(Generic[T]):
             embedder = getattr(self.strategy, "embedder", None)
             bundled = isinstance(embedder, SentenceTransformerEmbedder) and embedder.model_path is None
             recent = getattr(self.strategy.config, "keep_last", RECENT_TURNS)  # KadaneDial: its own
-            self._backlog_index = BacklogIndex(
-                self.strategy.token_counter, embedder if bundled else None, recent=recent
+            self._backlog_index = BacklogIndex(  # the strategy's fast twin when it names one
+                self.strategy.token_counter,
+                embedder if bundled else None,
+                recent=recent,
+                twin_of=self.strategy,
             )
         self._backlog_index.update(past, chains)
         return self._backlog_index

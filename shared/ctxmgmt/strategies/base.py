@@ -99,6 +99,28 @@ class Strategy(ABC):
         """
         return self._llm_calls
 
+    def fast_twin(self, questions: Any = None) -> Strategy | None:
+        """A fast stand-in of this strategy that chooses among the turns it has not derived yet.
+
+        A long history delivered at once leaves turns waiting to be derived
+        (:mod:`ctxmgmt.session.backlog`); meanwhile the twin indexes every turn of the history
+        and its selection stands in for this strategy's among the waiting ones, so an answer
+        given before everything is derived is this method's answer, not another's. The twin
+        keeps the strategy's parameters and token counter and embeds turns with the shipped
+        static encoder (no LLM, no transformer: hundreds of turns in a call).
+
+        Args:
+            questions: The bundled MiniLM when this strategy embeds with it: it embeds the
+                questions (:class:`~ctxmgmt.components.static_turns.StaticTurns`). None: the
+                static encoder embeds them too.
+
+        Returns:
+            A new strategy with no turns, or None (the default): the backlog is chosen from by
+            KadaneDial over the static encoder (:class:`ctxmgmt.session.backlog.BacklogIndex`).
+        """
+        del questions
+        return None
+
     def shared_components(self) -> list[Any]:
         """The components a deep copy of the strategy shares instead of copying.
 

@@ -19,6 +19,7 @@ import numpy as np
 from ctxmgmt.components.decider import THETA_FORK, Decider, TopicView, as_decider
 from ctxmgmt.components.embedder import Embedder, as_embedder
 from ctxmgmt.components.llm_call import bound_input, meter_calls
+from ctxmgmt.components.static_turns import StaticTurns
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
@@ -198,6 +199,8 @@ class DiscourseTreeStrategy(Strategy):
 
     Attributes:
         llm_calls: LLM calls made by the decider and the summarizer (0 by default).
+        explains: Whether a context's details hold the explanation (``details["explain"]``, the
+            drawn forest); True, False for a :meth:`fast_twin`.
 
     Example:
         >>> from ctxmgmt import Message, Turn
@@ -230,6 +233,7 @@ class DiscourseTreeStrategy(Strategy):
         self.summarizer = (
             BriefSummarizer(max_words=self.summary_words) if summarizer is None else as_summarizer(summarizer)
         )
+        self.explains = True  # details["explain"] drawn (a fast twin's contexts are never shown)
         self._embeddings = ForestVectors()
         self._plans: OrderedDict[tuple[str, int], Plan] = OrderedDict()
         self._init_forest()
@@ -244,6 +248,22 @@ class DiscourseTreeStrategy(Strategy):
             topics=self.recall_topics, ratio=self.recall_ratio, window=self.recall_window
         )
         self._terms: dict[int, list[str]] = {}  # turn index -> its key terms (summary_text)
+
+    def fast_twin(self, questions: Any = None) -> DiscourseTreeStrategy:
+        """The same forest over the static encoder, for the turns not derived yet (see the base).
+
+        Same parameters (:attr:`config`) and token counter; turns embedded by the static encoder
+        and questions by ``questions`` (:class:`~ctxmgmt.components.static_turns.StaticTurns`;
+        None: the static encoder, ``"static"``); the offline default decider and summariser,
+        never this strategy's own (an LLM would be called for each of hundreds of turns in one
+        call). Built about 10 times faster than with MiniLM (1,400 LoCoMo turns in 9 s instead of
+        86 s), and chooses nearly the same turns: evidence recall 0.733 against 0.745 on LoCoMo
+        dev, 0.898 against 0.904 on MT-Bench+ dev (MiniLM questions, no budget).
+        """
+        embedder = "static" if questions is None else StaticTurns(questions)
+        twin = DiscourseTreeStrategy(self.config, embedder=embedder, token_counter=self.token_counter)
+        twin.explains = False  # only its turns are read (drawing the forest: 2 ms a question at 1,000 turns)
+        return twin
 
     # -- inspection ----------------------------------------------------------------------------
     @property
@@ -366,7 +386,8 @@ class DiscourseTreeStrategy(Strategy):
         if budget is not None:
             selection.fit(budget, self._summary_tokens, self.tokens_of)
         self._add_blocks(context, selection)
-        context.details.update(selection.details(self._forest, self.llm_calls, self.summary_share))
+        details = selection.details(self._forest, self.llm_calls, self.summary_share, explain=self.explains)
+        context.details.update(details)
         return context
 
     def _selection(self, plan: Plan, query: str, q: np.ndarray) -> ForestSelection:

@@ -296,10 +296,13 @@ class ForestSelection:
         drawing = forest.text(self.plan, trees=trees, turns=turns)
         return [*decision_lines(self.plan), *self.recall_lines, *drawing.splitlines(), *self.cut_lines(share)]
 
-    def details(self, forest: Forest, llm_calls: int, share: float | None) -> dict[str, Any]:
+    def details(
+        self, forest: Forest, llm_calls: int, share: float | None, *, explain: bool = True
+    ) -> dict[str, Any]:
         """The context's ``details``: the plan, the topic scores, what is shown and cut, the counts.
 
         ``llm_calls`` is the strategy's count; ``share`` the ``summary_share`` (:meth:`explain`).
+        ``explain=False`` leaves the explanation (the drawn forest) out.
         """
         described = self.plan.to_dict()
         scores = described.pop("scores")
@@ -315,5 +318,5 @@ class ForestSelection:
             "trees": len(forest.trees),
             "branches": len(forest.branches),
             "llm_calls": llm_calls,
-            "explain": self.explain(forest, share),
+            **({"explain": self.explain(forest, share)} if explain else {}),
         }

@@ -1,14 +1,18 @@
-"""BacklogIndex: KadaneDial over the static encoder, choosing among the turns not derived yet."""
+"""BacklogIndex: the strategy's fast twin, else KadaneDial over the static encoder, choosing among
+the turns not derived yet."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import ctxmgmt.session.backlog as backlog_module
 from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.components.decider import EmbeddedDecider
+from ctxmgmt.components.static_turns import StaticTurns
 from ctxmgmt.messages.types import Message, Turn, chain_hashes, group_turns
 from ctxmgmt.session.backlog import QUESTION_TAU, RECENT_TURNS, BacklogIndex
+from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
+from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
 from tests.helpers import TOPICS
 
 QUESTION = "car exhaust rattling mechanic"
@@ -141,10 +145,81 @@ def test_with_questions_the_turns_are_static_vectors_and_the_questions_its_own(t
     index = BacklogIndex(words, questions)
     assert index.strategy.config.tau == QUESTION_TAU
     embedder = index.strategy.embedder
-    assert embedder.questions is questions and embedder.name.endswith("+questions")  # unnamed
-    vectors = embedder.embed(["car exhaust", "garden tomatoes"])
-    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
-    assert questions.calls == []  # turns never reach the question embedder
+    assert isinstance(embedder, StaticTurns) and embedder.questions is questions
     index.update(turns, chain_hashes(turns), seconds=None)
+    assert questions.calls == []  # turns never reach the question embedder
     index.select(QUESTION, turns, 2, None, cost)
     assert questions.calls == [1]  # the question only
+
+
+# -- a strategy's fast twin ---------------------------------------------------------------------------
+
+
+def tree(**params) -> DiscourseTreeStrategy:
+    return DiscourseTreeStrategy(embedder=HashingEmbedder(), token_counter=words, **params)
+
+
+@pytest.fixture
+def twin_index(turns: list[Turn]) -> BacklogIndex:
+    index = BacklogIndex(words, twin_of=tree())
+    index.update(turns, chain_hashes(turns), seconds=None)
+    return index
+
+
+def test_a_strategy_without_a_twin_is_stood_in_for_by_kadanedial() -> None:
+    index = BacklogIndex(words, twin_of=KadaneDialStrategy(embedder=HashingEmbedder(), token_counter=words))
+    assert isinstance(index.strategy, KadaneDialStrategy) and not index.twin
+    assert index.label == "fast index"
+
+
+def test_a_strategy_with_a_twin_is_stood_in_for_by_it(turns) -> None:
+    strategy = tree(recall_topics=1, summary_words=5)
+    questions = HashingEmbedder(dim=384)
+    index = BacklogIndex(words, questions, twin_of=strategy)
+    assert isinstance(index.strategy, DiscourseTreeStrategy) and index.strategy is not strategy
+    assert index.twin and index.label == "fast DiscourseTree"
+    assert index.strategy.config == strategy.config and isinstance(index.strategy.decider, EmbeddedDecider)
+    assert isinstance(index.strategy.embedder, StaticTurns) and index.strategy.embedder.questions is questions
+    index.update(turns, chain_hashes(turns), seconds=None)
+    assert len(index.strategy.turns) == len(turns) and len(strategy) == 0  # the strategy is untouched
+
+
+def test_the_twin_chooses_the_waiting_turns_its_verbatim_blocks_hold(twin_index, turns) -> None:
+    first = 2
+    context = twin_index.strategy.select(QUESTION)
+    wanted = {i for b in context.blocks if b.kind == "turns" for i in b.turns if i >= first}
+    assert wanted and any(b.kind == "summary" for b in context.blocks)  # its summary is not sent
+    blocks = twin_index.select(QUESTION, turns, first, None, cost)
+    chosen = [i for b in blocks for i in b.turns]
+    assert set(chosen) == wanted and chosen == sorted(chosen)  # no newest turns of its own: the twin's
+    for block in blocks:
+        assert block.kind == "turns" and block.reason.startswith("not derived yet: ")
+        assert block.messages == tuple(m for i in block.turns for m in turns[i].messages)
+        assert block.reason.endswith("(fast DiscourseTree)")
+    later = [i for b in twin_index.select(QUESTION, turns, 7, None, cost) for i in b.turns]
+    assert not later or min(later) >= 7
+
+
+def test_the_twin_keeps_the_newest_turns_itself_once_it_holds_them_all(turns) -> None:
+    index = BacklogIndex(words, twin_of=tree(recent_turns=1))
+    index.update(turns, chain_hashes(turns), seconds=None)
+    chosen = [i for b in index.select("garden tomatoes", turns, 2, None, cost) for i in b.turns]
+    assert 11 in chosen and 10 not in chosen  # its recent_turns=1, not RECENT_TURNS
+    partly = BacklogIndex(words, twin_of=tree())
+    partly.update(turns[:8], chain_hashes(turns[:8]), seconds=None)
+    blocks = partly.select(QUESTION, turns, 2, None, cost)
+    assert [b.turns for b in blocks if b.reason == "not derived yet: newest turn"] == [(10, 11)]
+    assert [b.turns for b in partly.select("", turns, 2, None, cost)] == [(10, 11)]  # no question
+
+
+def test_without_scores_a_budget_drops_the_twins_oldest_turns_first(twin_index, turns) -> None:
+    assert "scores" not in twin_index.strategy.select(QUESTION).details
+    full = [i for b in twin_index.select(QUESTION, turns, 0, None, cost) for i in b.turns]
+    assert len(full) > 3
+    budget = sum(cost(turns[i]) for i in full[-3:])
+    blocks = twin_index.select(QUESTION, turns, 0, budget, cost)
+    chosen = [i for b in blocks for i in b.turns]
+    assert sum(b.tokens for b in blocks) <= budget
+    assert chosen == full[-3:]  # the newest of its choice kept, the oldest dropped
+    tight = [i for b in twin_index.select(QUESTION, turns, 0, cost(turns[full[-1]]), cost) for i in b.turns]
+    assert tight == full[-1:]

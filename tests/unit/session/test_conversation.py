@@ -185,6 +185,26 @@ def test_a_call_derives_what_fits_in_its_time_and_chooses_among_the_waiting_turn
     assert capped.select(history).context.blocks == full.select(history).context.blocks
 
 
+def test_the_backlog_of_a_discourse_tree_is_chosen_by_its_fast_twin(hashing_embedder, monkeypatch):
+    from ctxmgmt import DiscourseTreeStrategy
+
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
+    monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.2))
+    strategy = DiscourseTreeStrategy(embedder=hashing_embedder, recall_topics=2)
+    capped = Conversation("d", strategy, CODEC, index_seconds=0.5)
+    history = [*chat(30, "dogs"), Note("user", "my bike lock code is 4417")]
+    history += [Note("assistant", "noted: 4417"), *chat(20, "tea")[1:]]
+    history.append(Note("user", "what is my bike lock code?"))
+    selection = capped.select(history)
+    index = capped._backlog_index
+    assert index is not None and index.twin and isinstance(index.strategy, DiscourseTreeStrategy)
+    assert index.strategy.config == strategy.config and len(index.strategy) == 51
+    waiting = [b for b in selection.context.blocks if "not derived yet" in b.reason]
+    assert 30 in {t for b in waiting for t in b.turns}  # the waiting turn the question needs
+    assert any(b.reason.endswith("(fast DiscourseTree)") for b in waiting)
+    assert selection.context.details["partial"] and selection.context.details["backlog"] == capped.backlog > 0
+
+
 def test_waiting_turns_take_at_most_their_share_of_the_budget_left(hashing_embedder, monkeypatch):
     monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(1.0))

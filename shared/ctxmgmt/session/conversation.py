@@ -129,7 +129,8 @@ class Conversation(Generic[T]):
         store: Where derived state persists; None = only in this process.
         index_seconds: Seconds of derivation per call before the rest is left for later calls;
             default :data:`INDEX_SECONDS` (0.25 s), or the strategy's ``derive_seconds`` when
-            longer (SWin, ACM: 3 s); None = derive everything in every call.
+            longer (SWin, ACM: 3 s, after their first ``derive_turns``, 1,000, untimed); None =
+            derive everything in every call.
 
     Attributes:
         store: The store the conversation was created with (its stored state may work without
@@ -154,6 +155,8 @@ class Conversation(Generic[T]):
         index_seconds: float | None | Literal["default"] = "default",
     ) -> None:
         self.key = key
+        # a cheap strategy's first derive_turns are derived however long they take (by default)
+        self.untimed_turns = max(FIRST_STEP, strategy.derive_turns if index_seconds == "default" else 0)
         if index_seconds == "default":
             index_seconds = INDEX_SECONDS
             if index_seconds is not None:
@@ -351,7 +354,8 @@ class Conversation(Generic[T]):
         if deadline and self.backlog and self.in_background and worker().holds(self):  # only answer
             self._derive(past, chains, progress, 0.0, first_step=0)
         else:
-            self._derive(past, chains, progress, self.index_seconds if deadline else None)
+            seconds = self.index_seconds if deadline else None
+            self._derive(past, chains, progress, seconds, first_step=self.untimed_turns)
         self._pending = (list(past), chains) if self.backlog else None
         if (self.backlog or self.strategy.pending_work()) and background:
             worker().submit(self)

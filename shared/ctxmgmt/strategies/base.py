@@ -44,6 +44,11 @@ class Strategy(ABC):
     components: ClassVar[tuple[str, ...]] = ()
     llm_component: ClassVar[str | None] = None
     """The component an adapter's ``llm=`` stands in for (``"summarizer"``/``"decider"``); None: no LLM."""
+    derive_turns: ClassVar[int] = 0
+    """Turns a call always derives before its time limit starts, however long they take. Set by
+    the memories that embed nothing (SWin, ACM: about 1-3 ms a turn), so their first answer over
+    a history of up to that many turns is the one they give once everything is derived on any
+    machine, fast or busy (the time limit alone made it depend on the machine's speed)."""
     derive_seconds: ClassVar[float] = 0.0
     """Seconds a call may derive a long history before leaving a backlog, when more than the
     conversation's default (:data:`ctxmgmt.session.conversation.INDEX_SECONDS`). Set by the memories

@@ -197,7 +197,8 @@ class SWinStrategy(Strategy):
     """
 
     name = "swin"
-    derive_seconds = 3.0  # a first answer over a few hundred turns derives them all (issue 32)
+    derive_turns = 1000  # a first answer over up to 1,000 turns derives them all, on any machine
+    derive_seconds = 3.0  # and over more, as many as 3 s allow (issue 32)
     llm_component = "summarizer"
     budget_only_trims = True
     config_class = SWinConfig

@@ -427,3 +427,24 @@ def test_turn_relevance_is_the_shared_fused_relevance():
     plain = make(lexical_weight=0)
     add(plain, "My cat sleeps.", "My car is red.", "The cat and the vet.")
     np.testing.assert_allclose(plain.turn_relevance(q), matrix @ query)
+
+
+def test_the_fast_twin_keeps_the_config_and_counter_with_the_static_encoder_and_no_llm(hashing_embedder):
+    from ctxmgmt.app.testing import FakeLLM, plausible_answer
+    from ctxmgmt.components.static_embedder import StaticEmbedder
+    from ctxmgmt.components.summarizer import ExtractiveSummarizer
+
+    llm = FakeLLM(plausible_answer)
+    strategy = TopicThreadStrategy(
+        embedder=hashing_embedder, summarizer=llm, token_counter=words, tau=0.3, top_k=2
+    )
+    twin = strategy.fast_twin(hashing_embedder)
+    assert isinstance(twin, TopicThreadStrategy) and twin is not strategy and len(twin) == 0
+    assert twin.config == strategy.config and twin.tau == 0.3
+    assert twin.token_counter.count("one two three") == 3  # the strategy's counter (words)
+    assert isinstance(twin.embedder, StaticEmbedder)  # turns and questions: the static encoder
+    assert not isinstance(twin.summarizer, FakeLLM) and isinstance(twin.summarizer, ExtractiveSummarizer)
+    twin.add_many(
+        [Turn(i, (Message("user", f"Rome trip day {i}"), Message("assistant", "ok"))) for i in range(12)]
+    )
+    assert twin.select("What did we do in Rome?").blocks and twin.llm_calls == 0 and llm.prompts == []

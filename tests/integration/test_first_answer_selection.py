@@ -44,9 +44,10 @@ import ctxmgmt.session.conversation as conversation_module
 from ctxmgmt import KadaneDialStrategy
 from ctxmgmt.app.bench.data import Dialogue, load_dialogues
 from ctxmgmt.app.testing import HashingEmbedder
-from ctxmgmt.messages.types import Message
-from ctxmgmt.session.conversation import Codec, Conversation
+from ctxmgmt.session.conversation import Conversation
 from tests.helpers import load_benchmark
+from tests.unit.session.test_codec import CODEC, Note
+from tests.unit.session.test_conversation import Clock
 
 BENCH: ModuleType = load_benchmark("asked_at_once")
 
@@ -63,17 +64,6 @@ DATA_DIRS = (ROOT.parent / "shared" / "data", ROOT.parent.parent / "shared" / "d
 
 
 # -- the two ways of asking ------------------------------------------------------------------------
-class Clock:
-    """A monotonic clock that moves ``tick`` seconds every time it is read."""
-
-    def __init__(self, tick: float) -> None:
-        self.now, self.tick = 0.0, tick
-
-    def __call__(self) -> float:
-        self.now += self.tick
-        return self.now
-
-
 class StarvedWorker:
     """The background worker on a host too busy to give it a turn: it takes every backlog and
     never derives any of it. A call finds its backlog held and only answers (it derives nothing),
@@ -268,19 +258,6 @@ def test_the_langchain_model_receives_waiting_turns_verbatim_and_the_question_la
 
 
 # -- unit level: a slowed encoder ------------------------------------------------------------------
-@dataclass(eq=False)
-class Note:
-    role: str
-    text: str
-
-
-CODEC: Codec[Note] = Codec(
-    to_core=lambda n: Message(n.role, n.text),
-    snapshot=lambda n: (n.role, n.text),
-    memory_message=lambda m: Note(m.role, m.text),
-)
-
-
 class SlowedEmbedder(HashingEmbedder):
     """A HashingEmbedder that takes ``seconds`` of ``clock`` per text (a slow model, on a fake clock)."""
 

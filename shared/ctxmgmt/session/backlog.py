@@ -4,8 +4,9 @@ A long history that arrives at once (a cold start over an existing chat store, t
 messages in one call) takes a strategy seconds to minutes to derive with MiniLM (about 35 ms a
 turn on 2 CPU cores). Meanwhile the turns it has not reached are chosen from by
 :class:`BacklogIndex`: the strategy's own fast twin when it names one
-(:meth:`~ctxmgmt.strategies.base.Strategy.fast_twin`: DiscourseTree's forest over the static
-encoder's turn vectors, 150-500 turns a second), else KadaneDial (the DYCP span selection of
+(:meth:`~ctxmgmt.strategies.base.Strategy.fast_twin`: DiscourseTree's forest, TopicThread's
+threads over the static encoder's turn vectors; once it holds every turn it answers alone),
+else KadaneDial (the DYCP span selection of
 :class:`~ctxmgmt.strategies.kadanedial.KadaneDialStrategy`) over the shipped static encoder's
 vectors and BM25, which indexes about 2,000 turns a second and needs no torch. So the first
 answer over a long history already holds the earlier turns its question needs, chosen the way

@@ -281,7 +281,8 @@ class ACMStrategy(Strategy):
             fallback=self._fallback,
             entity_extractor=self.entity_extractor,
             measure=self._measure,
-            extract=not self.defer_work,
+            # deferred only where the extraction can run outside the lock (spaCy; not an LLM)
+            extract=not (self.defer_work and getattr(self.entity_extractor, "per_text", False)),
         )
 
     # -- deferred entity extraction (a first answer over a long history, issue 32) ------------

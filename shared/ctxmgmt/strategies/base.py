@@ -109,8 +109,8 @@ class Strategy(ABC):
 
         A long history delivered at once leaves turns waiting to be derived
         (:mod:`ctxmgmt.session.backlog`); meanwhile the twin indexes every turn of the history
-        and its selection stands in for this strategy's among the waiting ones, so an answer
-        given before everything is derived is this method's answer, not another's. The twin
+        and, once it holds them all, answers alone (its whole context) until this strategy has
+        derived everything, so an answer given before then is this method's, not another's. The twin
         keeps the strategy's parameters and token counter and embeds turns with the shipped
         static encoder (no LLM, no transformer: hundreds of turns in a call).
 

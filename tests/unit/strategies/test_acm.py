@@ -658,7 +658,7 @@ def test_pending_entities_survive_a_restore_and_a_strategy_on_its_own_finishes_t
     turns = [turn(i) for i in range(60)]
     plain = make(150)
     plain.add_many(turns)
-    deferred = make(150)
+    deferred = make(150, entity_extractor=PerTextExtractor())
     deferred.defer_work = True
     deferred.add_many(turns)
     state = json.loads(json.dumps(deferred.to_state()))
@@ -670,10 +670,17 @@ def test_pending_entities_survive_a_restore_and_a_strategy_on_its_own_finishes_t
     assert restored.pending_work() == 0 and restored.to_state() == plain.to_state()
 
 
-def test_an_extractor_that_depends_on_the_batch_gets_no_job_and_merges_per_collapse():
-    deferred = make(150)  # CountingExtractor: not per_text
+def test_an_extractor_that_depends_on_the_batch_is_never_deferred_and_a_restored_queue_merges():
+    deferred = make(150)  # CountingExtractor: not per_text (an LLM): it would run under the lock
     deferred.defer_work = True
     deferred.add_many([turn(i) for i in range(60)])
-    assert deferred.pending_work() > 0 and deferred.pending_job(8) is None
-    assert deferred.finish_pending() > 0 and deferred.pending_work() == 0
-    assert deferred.entities
+    assert deferred.pending_work() == 0 and deferred.entities  # extracted in the call, as before
+    queued = make(150, entity_extractor=PerTextExtractor())
+    queued.defer_work = True
+    queued.add_many([turn(i) for i in range(60)])
+    restored = make(150)  # a queue restored under an extractor that is not per_text
+    restored.defer_work = True
+    restored.load_state(json.loads(json.dumps(queued.to_state())))
+    assert restored.pending_work() > 0 and restored.pending_job(8) is None
+    assert restored.finish_pending() > 0 and restored.pending_work() == 0
+    assert restored.entities == deferred.entities

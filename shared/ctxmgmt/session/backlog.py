@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.components.static_turns import StaticTurns
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Block, runs
 from ctxmgmt.messages.types import Turn
@@ -44,11 +43,6 @@ TWIN_STEP = 64
 """Turns a strategy's fast twin indexes per step between clock checks (DiscourseTree's: 0.1-0.4 s
 of work, by the size of its forest, so a call keeps close to :data:`INDEX_SECONDS`)."""
 
-QUESTION_TAU = 0.42
-"""KadaneDial's gain shift when questions are embedded by MiniLM. LoCoMo dev, every turn waiting:
-evidence recall 0.913 at 12.6% of the history's tokens (0.46: 0.909 at 11.8%; static questions
-and the default 0.52: 0.905 at 13.2%); MiniLM over every turn, derived first: 0.921 at 11.9%."""
-
 
 class BacklogIndex:
     """A fast index choosing among the turns not derived yet: the strategy's fast twin, else KadaneDial.
@@ -62,11 +56,13 @@ class BacklogIndex:
         token_counter: The conversation strategy's counter (turn token counts agree with it).
         questions: The bundled MiniLM when the strategy embeds with it: it embeds the questions
             (one short text, ~7 ms), which scores the static turn vectors better than their own
-            questions do (:data:`QUESTION_TAU`). None: the static encoder for both.
-        recent: Newest waiting turns always sent; :data:`RECENT_TURNS`. A twin that holds every
-            turn keeps the newest by its own parameters instead (DiscourseTree: its active path,
-            ``recent_turns``): on MT-Bench+ dev, 2 more turns took the token ratio asked at once
-            from 0.500 to 0.564 (everything derived first: 0.491).
+            questions do (:class:`~ctxmgmt.strategies.kadanedial.KadaneDialTwin`). None: the
+            static encoder for both.
+        recent: Newest waiting turns always sent while the index holds only part of the history;
+            :data:`RECENT_TURNS`. A twin that holds every turn answers alone instead
+            (:meth:`holds_all`) and keeps the newest by its own parameters (DiscourseTree: its
+            active path, ``recent_turns``): on MT-Bench+ dev, 2 more turns took the token ratio
+            asked at once from 0.500 to 0.564 (everything derived first: 0.491).
         twin_of: The conversation's strategy: when it names a fast twin
             (:meth:`~ctxmgmt.strategies.base.Strategy.fast_twin`, given ``questions``), the twin
             chooses, so the waiting turns are chosen the way the strategy chooses. None, or no
@@ -95,12 +91,9 @@ class BacklogIndex:
             self.label = f"fast {type(twin_of).__name__.removesuffix('Strategy')}"
             self.twin = True
         else:
-            if questions is None:
-                self.strategy = KadaneDialStrategy(embedder="static", token_counter=token_counter)
-            else:
-                self.strategy = KadaneDialStrategy(
-                    embedder=StaticTurns(questions), token_counter=token_counter, tau=QUESTION_TAU
-                )
+            # KadaneDial's twin over a source that derives nothing: static turns, MiniLM questions
+            stand_in = KadaneDialStrategy(embedder="static", token_counter=token_counter)
+            self.strategy = stand_in.fast_twin(questions)
             self.label = "fast index"
             self.twin = False
         self._chain = ""  # chain hash of the newest indexed turn
@@ -155,9 +148,7 @@ class BacklogIndex:
         counts a turn's tokens (the conversation counts each waiting turn once).
         """
         indexed = len(self.strategy.turns)
-        # a twin that holds every turn keeps the newest by its own parameters (when it is asked)
-        keep = 0 if self.twin and query and indexed == len(past) else self.recent
-        recent = set(range(max(first, len(past) - keep), len(past)))
+        recent = set(range(max(first, len(past) - self.recent), len(past)))
         chosen = set(recent)
         scores: list[float] = []
         reasons: dict[int, str] = {}  # a twin's turn -> its block's reason

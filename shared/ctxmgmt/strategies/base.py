@@ -72,7 +72,10 @@ class Strategy(ABC):
         **params: Any,
     ) -> None:
         self.config = self.config_class.build(config, **params)
-        self.token_counter = CachedTokenCounter(as_token_counter(token_counter))
+        counter = as_token_counter(token_counter)  # a cached one (a twin's source's) is shared
+        self.token_counter = (
+            counter if isinstance(counter, CachedTokenCounter) else CachedTokenCounter(counter)
+        )
         self._llm_calls = 0
         self._turns: list[Turn] = []
         self._turn_tokens: list[int] = []

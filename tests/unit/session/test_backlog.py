@@ -10,9 +10,16 @@ from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.components.decider import EmbeddedDecider
 from ctxmgmt.components.static_turns import StaticTurns
 from ctxmgmt.messages.types import Message, Turn, chain_hashes, group_turns
-from ctxmgmt.session.backlog import QUESTION_TAU, RECENT_TURNS, BacklogIndex
+from ctxmgmt.scoring.kadane import TUNED_TAU
+from ctxmgmt.session.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
-from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
+from ctxmgmt.strategies.kadanedial import (
+    QUESTION_TAU_SHIFT,
+    STATIC_COSINE_MAP,
+    KadaneDialStrategy,
+    KadaneDialTwin,
+)
+from ctxmgmt.strategies.swin import SWinStrategy
 from tests.helpers import TOPICS
 
 QUESTION = "car exhaust rattling mechanic"
@@ -143,10 +150,11 @@ def test_a_budget_drops_the_span_edges_first_and_the_newest_turns_last(index, tu
 def test_with_questions_the_turns_are_static_vectors_and_the_questions_its_own(turns) -> None:
     questions = HashingEmbedder(dim=384)
     index = BacklogIndex(words, questions)
-    assert index.strategy.config.tau == QUESTION_TAU
+    assert isinstance(index.strategy, KadaneDialTwin) and index.strategy.cosine_map == STATIC_COSINE_MAP
     embedder = index.strategy.embedder
     assert isinstance(embedder, StaticTurns) and embedder.questions is questions
     index.update(turns, chain_hashes(turns), seconds=None)
+    assert index.strategy.current_tau() == pytest.approx(TUNED_TAU + QUESTION_TAU_SHIFT)
     assert questions.calls == []  # turns never reach the question embedder
     index.select(QUESTION, turns, 2, None, cost)
     assert questions.calls == [1]  # the question only
@@ -161,15 +169,23 @@ def tree(**params) -> DiscourseTreeStrategy:
 
 @pytest.fixture
 def twin_index(turns: list[Turn]) -> BacklogIndex:
-    index = BacklogIndex(words, twin_of=tree())
+    """A twin over every turn, asked directly (a conversation lets it answer alone) with no newest turns."""
+    index = BacklogIndex(words, recent=0, twin_of=tree())
     index.update(turns, chain_hashes(turns), seconds=None)
     return index
 
 
 def test_a_strategy_without_a_twin_is_stood_in_for_by_kadanedial() -> None:
-    index = BacklogIndex(words, twin_of=KadaneDialStrategy(embedder=HashingEmbedder(), token_counter=words))
+    index = BacklogIndex(words, twin_of=SWinStrategy(token_counter=words))
     assert isinstance(index.strategy, KadaneDialStrategy) and not index.twin
     assert index.label == "fast index"
+
+
+def test_kadanedial_is_stood_in_for_by_its_own_twin() -> None:
+    strategy = KadaneDialStrategy(embedder=HashingEmbedder(), token_counter=words, tau=0.7)
+    index = BacklogIndex(words, twin_of=strategy)
+    assert isinstance(index.strategy, KadaneDialTwin) and index.strategy.source is strategy
+    assert index.twin and index.label == "fast KadaneDial" and index.strategy.tau == 0.7
 
 
 def test_a_strategy_with_a_twin_is_stood_in_for_by_it(turns) -> None:
@@ -191,7 +207,7 @@ def test_the_twin_chooses_the_waiting_turns_its_verbatim_blocks_hold(twin_index,
     assert wanted and any(b.kind == "summary" for b in context.blocks)  # its summary is not sent
     blocks = twin_index.select(QUESTION, turns, first, None, cost)
     chosen = [i for b in blocks for i in b.turns]
-    assert set(chosen) == wanted and chosen == sorted(chosen)  # no newest turns of its own: the twin's
+    assert set(chosen) == wanted and chosen == sorted(chosen)
     for block in blocks:
         assert block.kind == "turns" and block.reason.startswith("not derived yet: ")
         assert block.messages == tuple(m for i in block.turns for m in turns[i].messages)
@@ -200,13 +216,10 @@ def test_the_twin_chooses_the_waiting_turns_its_verbatim_blocks_hold(twin_index,
     assert not later or min(later) >= 7
 
 
-def test_the_twin_keeps_the_newest_turns_itself_once_it_holds_them_all(turns) -> None:
-    index = BacklogIndex(words, twin_of=tree(recent_turns=1))
-    index.update(turns, chain_hashes(turns), seconds=None)
-    chosen = [i for b in index.select("garden tomatoes", turns, 2, None, cost) for i in b.turns]
-    assert 11 in chosen and 10 not in chosen  # its recent_turns=1, not RECENT_TURNS
+def test_a_twin_that_holds_part_of_the_history_sends_the_newest_turns(turns) -> None:
     partly = BacklogIndex(words, twin_of=tree())
     partly.update(turns[:8], chain_hashes(turns[:8]), seconds=None)
+    assert not partly.holds_all(turns)
     blocks = partly.select(QUESTION, turns, 2, None, cost)
     assert [b.turns for b in blocks if b.reason == "not derived yet: newest turn"] == [(10, 11)]
     assert [b.turns for b in partly.select("", turns, 2, None, cost)] == [(10, 11)]  # no question

@@ -166,13 +166,14 @@ def test_a_call_derives_what_fits_in_its_time_and_chooses_among_the_waiting_turn
     history[75:77] = [Note("user", "my bike lock code is 4417"), Note("assistant", "noted: 4417")]  # turn 37
     selection = capped.select([*history[:-1], Note("user", "what is my bike lock code?")])
     assert 0 < len(capped.strategy) < 37 and capped.backlog == 60 - len(capped.strategy)
-    waiting = [b for b in selection.context.blocks if "not derived yet" in b.reason]
-    chosen = {t for b in waiting for t in b.turns}
-    assert 37 in chosen  # a waiting turn the question needs, chosen by the fast index
-    assert selection.context.details["partial"] and selection.context.details["backlog"] == capped.backlog
+    chosen = {t for b in selection.context.blocks if b.kind == "turns" for t in b.turns}
+    assert 37 in chosen  # a waiting turn the question needs, chosen by KadaneDial's fast twin
+    details = selection.context.details
+    assert details["partial"] and details["backlog"] == capped.backlog
+    assert details["answered_by"] == "fast KadaneDial"  # one selection over every turn
     history[-1] = Note("user", "question 59 about dogs")
     selection = capped.select(history)
-    assert selection.messages[-3:] == history[-3:]  # the newest waiting turn, then the question
+    assert selection.messages[-3:] == history[-3:]  # the turn it asks about (the newest), then it
     full = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=None)
     assert selection.context.history_tokens == full.select(history).context.history_tokens
     for _ in range(60):  # each later call goes on deriving; the backlog only shrinks
@@ -212,13 +213,16 @@ def test_the_backlog_of_a_discourse_tree_is_chosen_by_its_fast_twin(hashing_embe
 def test_waiting_turns_take_at_most_their_share_of_the_budget_left(hashing_embedder, monkeypatch):
     monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
     monkeypatch.setattr(conversation_module, "_monotonic", Clock(1.0))
-    capped = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
+    capped = Conversation("k", SWinStrategy(), CODEC, index_seconds=0.5)  # no twin: the fast index
     history = [*chat(40), Note("user", "question 3 about cats")]
     context = capped.select(history, budget=60).context
     waiting = [b for b in context.blocks if "not derived yet" in b.reason]
     left = 60 - context.blocks[-1].tokens - context.blocks[0].tokens
     assert waiting and sum(b.tokens for b in waiting) <= left * context.details["backlog"] // 40
     assert context.tokens <= 60
+    twinned = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
+    context = twinned.select(history, budget=60).context  # a twin answers alone, within the budget
+    assert context.details["answered_by"] == "fast KadaneDial" and context.tokens <= 60
 
 
 def test_a_time_limited_call_on_a_store_resumes_from_the_stored_prefix(hashing_embedder, monkeypatch):

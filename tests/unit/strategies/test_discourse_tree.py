@@ -743,7 +743,8 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_offline_components(hash
     assert with_questions.llm_calls == 0
 
 
-def test_a_strategy_names_no_twin_by_default(hashing_embedder):
-    from ctxmgmt import KadaneDialStrategy
+def test_a_strategy_names_no_twin_by_default():
+    from ctxmgmt import SWinStrategy
+    from ctxmgmt.app.testing import HashingEmbedder
 
-    assert KadaneDialStrategy(embedder=hashing_embedder).fast_twin(hashing_embedder) is None
+    assert SWinStrategy().fast_twin(HashingEmbedder(dim=384)) is None

@@ -386,10 +386,12 @@ class Conversation(Generic[T]):
         seconds: float | None,
         *,
         first_step: int = FIRST_STEP,
+        reload_on_conflict: bool = False,
     ) -> None:
         """Derive ``past`` for about ``seconds`` in steps; what is left is the backlog.
 
-        :meth:`ctxmgmt.session.stored_state.StoredState.catch_up`, steps of :data:`CATCH_UP_BATCH`.
+        :meth:`ctxmgmt.session.stored_state.StoredState.catch_up`, steps of :data:`CATCH_UP_BATCH`
+        (``reload_on_conflict``: a lost compare-and-set only reloads, as the worker commits).
         """
         done = self.state.catch_up(
             past,
@@ -399,6 +401,7 @@ class Conversation(Generic[T]):
             batch=CATCH_UP_BATCH,
             clock=_monotonic,
             progress=progress,
+            reload_on_conflict=reload_on_conflict,
         )
         backlog = len(past) - done
         if backlog and not self.backlog:
@@ -423,6 +426,9 @@ class Conversation(Generic[T]):
         was cleared, carried over or closed meanwhile. Returns at once (True) when a call holds
         the conversation. When ``stopping()`` turns True between two turns (the process exits),
         the step ends there and commits nothing: what earlier steps derived is already stored.
+        The commit adds only the turns prepared: when another process wrote the conversation
+        meanwhile (a forked parent and child sharing a store), it reloads the stored state and
+        the next step prepares the turns after it, so the lock is never held for a forward pass.
         """
         if not self.lock.acquire(timeout=0.01):
             return True
@@ -446,7 +452,7 @@ class Conversation(Generic[T]):
             if self.closed or generation != self._generation or self._pending is None:
                 return False
             past, chains = self._pending
-            self._derive(past, chains, None, 0.0, first_step=max(1, len(batch)))
+            self._derive(past, chains, None, 0.0, first_step=max(1, len(batch)), reload_on_conflict=True)
             if not self.backlog:
                 self._pending = None
             return self.backlog > 0 or self.strategy.pending_work() > 0

@@ -110,6 +110,49 @@ def test_a_stopping_worker_ends_its_step_between_two_turns_and_commits_nothing(t
     assert conversation.derive_backlog_step() and len(conversation.strategy) > derived  # it goes on
 
 
+class LockWatchingEmbedder(HashingEmbedder):
+    """Counts the texts it embeds while the watched conversation's lock is held by its thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watched: Conversation[Note] | None = None
+        self.under_lock = 0
+
+    def embed(self, texts: Any) -> Any:
+        if self.watched is not None and self.watched.lock._is_owned():  # type: ignore[attr-defined]
+            self.under_lock += len(texts)
+        return super().embed(texts)
+
+
+def test_a_worker_step_that_loses_the_store_to_another_process_reloads_and_embeds_nothing_under_the_lock(
+    tmp_path,
+):
+    """A forked parent and child deriving one stored conversation: the loser of a compare-and-set
+    reloads what the winner stored and leaves the next turns to its next step (their forward
+    passes run outside the lock, where an exiting process stops between two turns)."""
+    store = SQLiteStore(tmp_path / "s.db")
+    history = [*chat(80), Note("user", "question 3 about cats")]
+    embedder = LockWatchingEmbedder()
+    loser = Conversation("k", KadaneDialStrategy(embedder=embedder), CODEC, store, index_seconds=0.0)
+    winner = Conversation(
+        "k", KadaneDialStrategy(embedder=LockWatchingEmbedder()), CODEC, store, index_seconds=0.0
+    )
+    for conversation in (loser, winner):
+        conversation.in_background = False
+    loser.select(history)
+    winner.select(history)  # loads the loser's turns and stores more: a newer version
+    assert winner.derive_backlog_step()
+    stored = stored_chains(store, "k")
+    assert len(stored) > len(loser.state.chains)
+    embedder.watched = loser
+    assert loser.derive_backlog_step()  # prepares its batch, loses the compare-and-set, reloads
+    assert embedder.under_lock == 0
+    assert loser.state.chains == stored == stored_chains(store, "k")  # the winner's turns, nothing lost
+    assert loser.derive_backlog_step()  # the next step goes on from the stored turns
+    assert embedder.under_lock == 0
+    assert len(stored_chains(store, "k")) > len(stored) and loser.state.chains == stored_chains(store, "k")
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_derives_its_backlog_and_never_deadlocks():
     embedder = GatedEmbedder()

@@ -446,7 +446,7 @@ def _borrowed(source: np.ndarray, own: np.ndarray) -> np.ndarray:
     """``source`` for the first turns, then ``own``'s rest mapped onto ``source``'s scale.
 
     The map matches ``own``'s mean and standard deviation over the first ``len(source)`` turns
-    to ``source``'s (shifted only when either is constant).
+    to ``source``'s (when ``own`` is constant there, it only shifts).
     """
     m = len(source)
     head = own[:m]

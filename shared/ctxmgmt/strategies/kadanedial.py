@@ -196,7 +196,7 @@ class KadaneDialStrategy(Strategy):
         self._rows = RowStack()  # the vectors stacked, for scoring
         self._lexical = BM25Index()
         self._query: tuple[tuple[str, str | None] | None, np.ndarray] = (None, np.zeros(0))
-        self._scored: tuple[tuple[str, int], _Scored] | None = None  # the last query's (see _score)
+        self._scored: tuple[tuple[Any, ...], _Scored] | None = None  # the last query's (see _score)
 
     # -- incremental state -------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:
@@ -324,7 +324,7 @@ class KadaneDialStrategy(Strategy):
             span_gains=list(result.span_gains),
             recent=sorted(recent),
             dropped=sorted(dropped),
-            tau=self.tau,
+            tau=self.current_tau(),
             theta=self.theta,
             explain=_explain_lines(result.spans, result.span_gains, dropped, result.z),
         )
@@ -333,20 +333,32 @@ class KadaneDialStrategy(Strategy):
     def _score(self, query: str) -> _Scored:
         """(relevance, signal, KadaneDial's result) for ``query``, kept until the turns change.
 
-        Kept per (query, number of turns), as DiscourseTree keeps its own: turns are only ever
-        appended, and :meth:`reset` (which :meth:`restore` calls) forgets it. A memory block
+        Kept per :meth:`_score_key` (query, number of turns), as DiscourseTree keeps its own:
+        turns are only ever appended, and :meth:`reset` (which :meth:`restore` calls) forgets it. A memory block
         selects the same query again when LlamaIndex ``Memory`` truncates its content; the
         second selection then only trims (about half of a selection over 10,000 turns is the
         Kadane passes).
         """
-        key = (query, len(self._turns))
+        key = self._score_key(query)
         if self._scored is not None and self._scored[0] == key:
             return self._scored[1]
-        relevance = self.relevance(query)
+        relevance = self._selection_relevance(query)
         scores = self.signal(relevance)
-        scored = (relevance, scores, kadane_dial(scores, tau=self.tau, theta=self.theta))
+        scored = (relevance, scores, kadane_dial(scores, tau=self.current_tau(), theta=self.theta))
         self._scored = (key, scored)
         return scored
+
+    def _score_key(self, query: str) -> tuple[Any, ...]:
+        """What a kept score depends on: the query and the number of turns."""
+        return (query, len(self._turns))
+
+    def _selection_relevance(self, query: str) -> np.ndarray:
+        """The relevance a selection reads (:meth:`relevance`)."""
+        return self.relevance(query)
+
+    def current_tau(self) -> float:
+        """The gain shift a selection uses: ``tau``."""
+        return self.tau
 
     def fast_twin(self, questions: Any = None) -> KadaneDialTwin:
         """KadaneDial over the static encoder's turn vectors that reads this strategy's scores (see the base).
@@ -401,7 +413,6 @@ class KadaneDialTwin(KadaneDialStrategy):
         self.source = source
         self.tau_shift = 0.0 if questions is None else QUESTION_TAU_SHIFT
         self.cosine_map = None if questions is None else STATIC_COSINE_MAP
-        self._twin_scored: tuple[tuple[str, int, int], _Scored] | None = None
 
     def cosines(self, vector: np.ndarray) -> np.ndarray | None:
         """The static vectors' cosines, through :data:`STATIC_COSINE_MAP` when MiniLM asks."""
@@ -410,36 +421,26 @@ class KadaneDialTwin(KadaneDialStrategy):
         scale, shift = self.cosine_map
         return dot_rows(self.matrix, vector).astype(np.float64) * scale + shift
 
-    def _on_reset(self) -> None:
-        super()._on_reset()
-        self._twin_scored = None
+    def derived(self) -> int:
+        """How many of its turns the source has derived."""
+        return min(len(self.source.turns), len(self._turns))
 
-    def _score(self, query: str) -> _Scored:
-        n = len(self._turns)
-        derived = min(len(self.source.turns), n)
-        key = (query, n, derived)
-        if self._twin_scored is not None and self._twin_scored[0] == key:
-            return self._twin_scored[1]
+    def _score_key(self, query: str) -> tuple[Any, ...]:
+        """The query, the number of turns and how many the source has derived."""
+        return (query, len(self._turns), self.derived())
+
+    def _selection_relevance(self, query: str) -> np.ndarray:
+        """The source's relevance for its derived turns, the static vectors' for the rest."""
         relevance = self.relevance(query)
+        derived = self.derived()
         if derived >= MIN_CALIBRATION_TURNS:
             relevance = _borrowed(self.source.relevance(query)[:derived], relevance)
-        scores = self.signal(relevance)
-        scored = (relevance, scores, kadane_dial(scores, tau=self.current_tau(), theta=self.theta))
-        self._twin_scored = (key, scored)
-        return scored
+        return relevance
 
     def current_tau(self) -> float:
         """The gain shift now: ``tau`` plus ``tau_shift`` times the share of turns not derived."""
         n = len(self._turns)
-        derived = min(len(self.source.turns), n)
-        return self.tau + self.tau_shift * (1 - derived / n) if n else self.tau
-
-    def select(self, query: str, *, budget: int | None = None) -> Context:
-        """KadaneDial's selection (see the class); ``details["tau"]`` is the shift it used."""
-        context = super().select(query, budget=budget)
-        if context.details:
-            context.details["tau"] = self.current_tau()
-        return context
+        return self.tau + self.tau_shift * (1 - self.derived() / n) if n else self.tau
 
 
 def _borrowed(source: np.ndarray, own: np.ndarray) -> np.ndarray:

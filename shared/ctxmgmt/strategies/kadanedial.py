@@ -334,10 +334,10 @@ class KadaneDialStrategy(Strategy):
         """(relevance, signal, KadaneDial's result) for ``query``, kept until the turns change.
 
         Kept per :meth:`_score_key` (query, number of turns), as DiscourseTree keeps its own:
-        turns are only ever appended, and :meth:`reset` (which :meth:`restore` calls) forgets it. A memory block
-        selects the same query again when LlamaIndex ``Memory`` truncates its content; the
-        second selection then only trims (about half of a selection over 10,000 turns is the
-        Kadane passes).
+        turns are only ever appended, and :meth:`reset` (which :meth:`restore` calls) forgets
+        it. A memory block selects the same query again when LlamaIndex ``Memory`` truncates its
+        content; the second selection then only trims (about half of a selection over 10,000
+        turns is the Kadane passes).
         """
         key = self._score_key(query)
         if self._scored is not None and self._scored[0] == key:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from ctxmgmt import Message, Turn
 from ctxmgmt.strategies.swin import SWinStrategy
 from ctxmgmt.strategies.swin_recall import (
+    LONG_MESSAGE,
     MIN_RECALL_TOKENS,
     PASSAGE_WORDS,
     RECALL_HEADER,
+    TURN_WEIGHT,
     PassageRecall,
+    brief_flags,
     passages,
     pieces,
 )
@@ -110,3 +113,42 @@ def test_the_block_never_exceeds_its_cap():
     block = recall.block(strategy, "What did Max the dog fetch?", shown=set(), cap=cap)
     assert block is not None and block.tokens <= cap
     assert list(block.turns) == sorted(block.turns)
+
+
+def test_a_brief_message_beside_a_long_one_is_flagged():
+    assert brief_flags([["q"], ["a"] * LONG_MESSAGE]) == [True, False]
+    assert brief_flags([["q"], ["a"] * (LONG_MESSAGE - 1)]) == [False, False]  # no long message
+    assert brief_flags([["a"] * LONG_MESSAGE, []]) == [False, True]
+    assert brief_flags([["a"] * LONG_MESSAGE, ["b"] * LONG_MESSAGE]) == [False, False]
+    assert brief_flags([]) == []
+
+
+def test_the_users_words_beside_a_long_reply_outrank_the_replys_matching_sentences():
+    reply = " ".join(f"Sentence {k} says a dog of any breed needs a collar." for k in range(LONG_MESSAGE))
+    recall = PassageRecall()
+    recall.add(
+        [
+            Turn(
+                0,
+                (
+                    Message("user", "Which collar suits a Golden Retriever like Max?"),
+                    Message("assistant", reply),
+                ),
+            ),
+            Turn(1, (Message("user", "The weather in Lyon was rainy all week long."),)),
+        ]
+    )
+    assert recall.brief == [True] + [False] * LONG_MESSAGE + [False]
+    scores = recall.scores("What breed is my dog?")
+    assert scores[0] > max(scores[1 : LONG_MESSAGE + 1])  # no shared word, yet first
+    assert scores[-1] == 0
+
+
+def test_turns_without_a_long_message_score_as_before():
+    recall = filled()  # short messages only: no passage is brief beside a long one
+    assert recall.brief == [False] * 4
+    scores = recall.scores("What breed is Max?")
+    turn = recall._turn_index.scores("What breed is Max?")
+    own = recall._passage_index.scores("What breed is Max?")
+    expected = own / own.max() + TURN_WEIGHT * turn[[0, 0, 1, 2]] / turn.max()
+    assert list(scores) == list(expected)

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from ctxmgmt.scoring.kadane import (
     NEIGHBOUR_WEIGHT,
     THETA,
@@ -52,6 +54,11 @@ class PackerSettings(Protocol):
     @property
     def query_share(self) -> float:
         """Share of the floor for the query spans."""
+        ...
+
+    @property
+    def query_turns(self) -> str:
+        """How the query's turns are found: ``"spans"`` (KadaneDial) or ``"best"`` (best BM25 first)."""
         ...
 
 
@@ -310,11 +317,13 @@ class BudgetPacker:
     def query_spans(self, query: str, cap: int, taken: set[int]) -> list[int]:
         """Turns the query needs, within ``cap`` tokens, ascending (beyond ACM).
 
-        Spans of consecutive turns found as KadaneDial finds them
+        ``query_turns="spans"``: spans of consecutive turns found as KadaneDial finds them
         (:func:`ctxmgmt.scoring.kadane.kadane_dial`, gain shift ``TUNED_TAU``, the neighbour
         term of ``KadaneDialConfig``) on each turn's BM25 score for ``query`` scaled to [0, 1];
-        over ``cap``, the lowest-scoring span edges go first. ``taken`` turns are shown anyway
-        and left out. None when ``cap`` is not positive or no turn shares a word with the query.
+        over ``cap``, the lowest-scoring span edges go first. ``"best"``: the turns with the
+        best BM25 score first, each while it fits in ``cap`` (:meth:`best_turns`). ``taken``
+        turns are shown anyway and left out. None when ``cap`` is not positive or no turn
+        shares a word with the query.
         """
         if cap <= 0 or not self.turn_tokens:
             return []
@@ -322,9 +331,27 @@ class BudgetPacker:
         top = float(relevance.max()) if len(relevance) else 0.0
         if top <= 0:
             return []
+        if self.config.query_turns == "best":
+            return self.best_turns(relevance, cap, taken)
         signal = shape_signal(relevance / top, sharpness=1.0, neighbour_weight=NEIGHBOUR_WEIGHT)
         chosen = set(kadane_dial(signal, tau=TUNED_TAU, theta=THETA).selected) - taken
         trim_to_budget(chosen, signal, set(), self.turn_tokens, cap)
+        return sorted(chosen)
+
+    def best_turns(self, relevance: np.ndarray, cap: int, taken: set[int]) -> list[int]:
+        """Turns scoring above 0, best first (ties: the older), each while within ``cap`` tokens; ascending.
+
+        A turn too long for what is left is skipped, not the end: a long reply's turn does not
+        keep the shorter turns after it out (as top-k BM25 fills a budget).
+        """
+        chosen: list[int] = []
+        room = cap
+        for t in sorted(range(len(relevance)), key=lambda i: (-float(relevance[i]), i)):
+            if relevance[t] <= 0:
+                break
+            if t not in taken and self.turn_tokens[t] <= room:
+                chosen.append(t)
+                room -= self.turn_tokens[t]
         return sorted(chosen)
 
     def _tokens_of(self, indices: Sequence[int]) -> int:

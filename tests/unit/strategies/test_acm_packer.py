@@ -103,3 +103,18 @@ def test_the_stable_prefix_does_not_depend_on_the_query():
 def test_a_stable_prefix_within_a_small_budget_keeps_the_newest_turn():
     packing = packer(stable_layout=True).pack_stable("weather", 15)
     assert packing.verbatim == [29] and packing.summary_lines == [] and packing.entity_lines == []
+
+
+def test_best_query_turns_take_the_best_bm25_turns_first_without_their_neighbours():
+    p = packer(query_turns="best")
+    assert p.query_spans("who lent the ladder", 20, set()) == [4, 12]  # the two matches, no span edges
+    assert p.query_spans("Priya lent the ladder", 10, set()) == [4]  # the best one that fits
+    assert p.query_spans("ladder", 100, {4}) == [12]  # taken turns left out
+    assert p.query_spans("xylophone", 100, set()) == []
+    assert ACMConfig().query_turns == "spans"  # KadaneDial's spans stay the default
+
+
+def test_a_turn_too_long_for_the_room_is_skipped_not_the_end():
+    p = packer(query_turns="best")
+    p.turn_tokens = [*TOKENS[:4], 30, *TOKENS[5:]]  # turn 4, the best, no longer fits in 25
+    assert p.query_spans("Priya lent the ladder", 25, set()) == [12]

@@ -86,8 +86,8 @@ class ACMConfig(MemoryConfig):
 
     # "best" measured on LongMemEval dev at 4,000 tokens (long assistant replies, ~500 tokens a turn),
     # where KadaneDial's spans hold 2-3 peaks and their neighbours and miss the evidence at BM25
-    # ranks 3-6: with query_share=1.0, answer containment 0.50 vs 0.33 (20 stratified items; top-k
-    # BM25 0.50); LoCoMo dev 0.277 vs 0.265 (budget 2,000) and 0.276 vs 0.255 (1,000). Not the
+    # ranks 3-6: with query_share=1.0, answer containment 0.435 vs 0.304 (60 items; top-k BM25
+    # 0.435); LoCoMo dev 0.277 vs 0.265 (budget 2,000) and 0.276 vs 0.255 (1,000). Not the
     # default: it needs query_share=1.0, which leaves a stable layout's cascade no verbatim floor.
     query_turns: str = param(
         "spans",

@@ -206,6 +206,29 @@ def kadane_dial(
     return KadaneResult(tuple(z), tuple(gains.tolist()), tuple(spans), tuple(span_gains))
 
 
+def keep_best_within(
+    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
+) -> list[int]:
+    """Keep the chosen turns best first while they fit in ``budget``; the rest are dropped.
+
+    Protected turns are kept first, newest first, while they fit. Then the others, by
+    descending score (ties to the earlier turn); a turn that does not fit is skipped and the
+    next one tried. ``chosen`` is updated in place; returns the dropped turns, worst first.
+    """
+    kept: set[int] = set()
+    used = 0
+    order = sorted(protected & chosen, reverse=True) + sorted(
+        chosen - protected, key=lambda i: (-float(scores[i]), i)
+    )
+    for i in order:
+        if used + tokens[i] <= budget:
+            kept.add(i)
+            used += tokens[i]
+    dropped = [i for i in reversed(order) if i not in kept]
+    chosen.intersection_update(kept)
+    return dropped
+
+
 def trim_to_budget(
     chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
 ) -> list[int]:

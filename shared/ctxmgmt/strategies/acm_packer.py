@@ -13,6 +13,7 @@ from ctxmgmt.scoring.kadane import (
     THETA,
     TUNED_TAU,
     kadane_dial,
+    keep_best_within,
     shape_signal,
     trim_to_budget,
 )
@@ -342,16 +343,10 @@ class BudgetPacker:
         """Turns scoring above 0, best first (ties: the older), each while within ``cap`` tokens; ascending.
 
         A turn too long for what is left is skipped, not the end: a long reply's turn does not
-        keep the shorter turns after it out (as top-k BM25 fills a budget).
+        keep the shorter turns after it out (as top-k BM25 fills a budget; :func:`keep_best_within`).
         """
-        chosen: list[int] = []
-        room = cap
-        for t in sorted(range(len(relevance)), key=lambda i: (-float(relevance[i]), i)):
-            if relevance[t] <= 0:
-                break
-            if t not in taken and self.turn_tokens[t] <= room:
-                chosen.append(t)
-                room -= self.turn_tokens[t]
+        chosen = {t for t in range(len(relevance)) if relevance[t] > 0} - taken
+        keep_best_within(chosen, relevance, set(), self.turn_tokens, cap)
         return sorted(chosen)
 
     def _tokens_of(self, indices: Sequence[int]) -> int:

@@ -26,6 +26,7 @@ from ctxmgmt.scoring.kadane import (
     TUNED_TAU,
     KadaneResult,
     kadane_dial,
+    keep_best_within,
     shape_signal,
     trim_to_budget,
 )
@@ -194,7 +195,7 @@ class KadaneDialStrategy(Strategy):
         self._rows = RowStack()  # the vectors stacked, for scoring
         self._lexical = BM25Index()
         self._query: tuple[tuple[str, str | None] | None, np.ndarray] = (None, np.zeros(0))
-        self._scored: tuple[tuple[Any, ...], _Scored] | None = None  # the last query's (see _score)
+        self._scored: tuple[tuple[str, int], _Scored] | None = None  # the last query's (see _score)
 
     # -- incremental state -------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:
@@ -411,29 +412,6 @@ class KadaneDialTwin(KadaneDialStrategy):
     def current_tau(self) -> float:
         """The gain shift: ``tau`` plus ``tau_shift``."""
         return self.tau + self.tau_shift
-
-
-def keep_best_within(
-    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
-) -> list[int]:
-    """Keep the chosen turns best first while they fit in ``budget``; the rest are dropped.
-
-    Protected turns are kept first, newest first, while they fit. Then the others, by
-    descending score (ties to the earlier turn); a turn that does not fit is skipped and the
-    next one tried. ``chosen`` is updated in place; returns the dropped turns, worst first.
-    """
-    kept: set[int] = set()
-    used = 0
-    order = sorted(protected & chosen, reverse=True) + sorted(
-        chosen - protected, key=lambda i: (-float(scores[i]), i)
-    )
-    for i in order:
-        if used + tokens[i] <= budget:
-            kept.add(i)
-            used += tokens[i]
-    dropped = [i for i in reversed(order) if i not in kept]
-    chosen.intersection_update(kept)
-    return dropped
 
 
 def _explain_lines(

@@ -195,17 +195,19 @@ def judge(
 ) -> Asked:
     """Score one context: strict evidence recall, containment, tokens and what it said of itself."""
     originals = {(t.index, k): m.text for t in dialogue.turns for k, m in enumerate(t.messages)}
-    verbatim: dict[int, int] = {}
+    verbatim: dict[int, set[int]] = {}
     for m in context:
         if m.turn is not None and m.pos is not None and originals.get((m.turn, m.pos)) == m.text:
-            verbatim[m.turn] = verbatim.get(m.turn, 0) + 1
+            verbatim.setdefault(m.turn, set()).add(m.pos)
     sizes = {t.index: len(t.messages) for t in dialogue.turns}
-    shown = sorted(i for i, n in verbatim.items() if n == sizes.get(i))
+    shown = sorted(i for i, p in verbatim.items() if len(p) == sizes.get(i))
+    leading = {i: next(k for k in range(len(p) + 1) if k not in p) for i, p in verbatim.items()}
+    user_only = {i: n for i, n in leading.items() if 0 < n < sizes.get(i, 0)}  # a reply left out
     return Asked(
         dialogue=dialogue.id,
         question=index,
         category=question.category,
-        recall=evidence_recall(question.evidence, shown),
+        recall=evidence_recall(question.evidence, shown, user_only, question.evidence_messages),
         contained=answer_contained(question.answer, "\n".join(m.text for m in context)),
         tokens=sum(m.tokens for m in context),
         history_tokens=history_tokens,
@@ -213,7 +215,7 @@ def judge(
         partial=bool(details.get("partial")),
         backlog=int(details.get("backlog") or 0),
         shown=shown,
-        sessions=session_recall(question.sessions, shown),
+        sessions=session_recall(question.sessions, sorted(verbatim)),
     )
 
 

@@ -1,4 +1,4 @@
-"""KadaneDial against top-k MiniLM and top-k BM25 at equal tokens, with a disk cache of embeddings.
+"""KadaneDial (``--memory``: DiscourseTree, TopicThread too) against top-k MiniLM and BM25.
 
 Tuning KadaneDial on LongMemEval (issue 34) replays ~15,000 long turns per pass; embedding them
 with MiniLM takes most of a ``ctxmgmt bench`` run. This script runs the same replay
@@ -14,6 +14,7 @@ Usage::
     python benchmarks/kadanedial_dev.py ../shared/data/longmemeval_s_dev.json.gz --budget 4000
     python benchmarks/kadanedial_dev.py ../shared/data/locomo_dev.json --set tau=0.5
     python benchmarks/kadanedial_dev.py DATA --items 0:20 --no-baselines --json out.json
+    python benchmarks/kadanedial_dev.py DATA --budget 4000 --memory DiscourseTree --memory TopicThread
 
 ``--set NAME=VALUE`` passes a KadaneDial parameter (repeatable). With ``--budget`` every row
 gets that budget; without it the baselines get KadaneDial's tokens per question (equal tokens).
@@ -41,9 +42,13 @@ from ctxmgmt.app.bench.baselines import Baseline, LastKStrategy, TopKBM25Strateg
 from ctxmgmt.app.bench.data import Dialogue, load_dialogues  # noqa: E402
 from ctxmgmt.app.bench.runner import MemoryResult, run_all  # noqa: E402
 from ctxmgmt.components.embedder import default_embedder  # noqa: E402
+from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy  # noqa: E402
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy  # noqa: E402
+from ctxmgmt.strategies.topic_thread import TopicThreadStrategy  # noqa: E402
 
 DEFAULT_CACHE = "/tmp/ctxmgmt_kd_cache.sqlite"
+OTHERS = {"DiscourseTree": DiscourseTreeStrategy, "TopicThread": TopicThreadStrategy}
+"""Other embedding memories ``--memory`` adds, each with its defaults and the cached MiniLM."""
 
 
 class DiskCachedEmbedder:
@@ -139,6 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-dense", action="store_true", help="no top-k MiniLM row (its whole-turn vectors)"
     )
+    parser.add_argument(
+        "--memory",
+        action="append",
+        default=[],
+        choices=sorted(OTHERS),
+        help="also this memory, with its defaults and the cached MiniLM (repeatable)",
+    )
     parser.add_argument("--cache", default=DEFAULT_CACHE)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -161,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         memories[f"KadaneDial {label}"] = lambda merged=merged: KadaneDialStrategy(
             embedder=embedder, **merged
         )
+    for name in args.memory:
+        memories[name] = lambda cls=OTHERS[name]: cls(embedder=embedder)
     rows: list[Baseline] = []
     if not args.no_baselines:
         rows = [

@@ -6,6 +6,7 @@ model received, while the agent state must still hold the whole conversation.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, NamedTuple
 
@@ -121,8 +122,9 @@ def turns_of(messages: list[BaseMessage]) -> list[list[BaseMessage]]:
 def assert_received_whole_turns_in_order(received: list[BaseMessage], full: list[BaseMessage]) -> None:
     """Every received conversation message is from ``full``, chronological, whole turns only.
 
-    System messages and the memory's framed memory messages (summaries, entity tiers, topic
-    outlines: :func:`tests.helpers.is_lc_memory`) are not conversation messages.
+    A turn may also come as its leading human message(s) alone (KadaneDial over budget leaves a
+    long reply out). System messages and the memory's framed memory messages (summaries, entity
+    tiers, topic outlines: :func:`tests.helpers.is_lc_memory`) are not conversation messages.
     """
     position = {m.id: i for i, m in enumerate(full)}
     ids = [m.id for m in received if not isinstance(m, SystemMessage) and not is_lc_memory(m)]
@@ -131,7 +133,9 @@ def assert_received_whole_turns_in_order(received: list[BaseMessage], full: list
     by_id = set(ids)
     for turn in turns_of(full):
         present = [m.id in by_id for m in turn]
-        assert all(present) or not any(present), f"half a turn sent: {[m.id for m in turn]}"
+        user_part = len(list(itertools.takewhile(lambda m: isinstance(m, HumanMessage), turn)))
+        alone = present == [k < user_part for k in range(len(turn))]  # its user message(s) alone
+        assert all(present) or not any(present) or alone, f"half a turn sent: {[m.id for m in turn]}"
 
 
 def assert_tool_calls_paired(received: list[BaseMessage]) -> None:
@@ -426,3 +430,26 @@ def test_real_embeddings_select_the_relevant_turn(default_embedder):
     assert ids[:2] == ["r0-h", "r0-a"]
     assert len(ids) <= 5  # the pet turn, at most one more turn, the question
     assert ids[-1] == "q"
+
+
+def test_over_budget_a_long_reply_is_left_out_and_its_question_still_sent(hashing_embedder):
+    """Assistant chats: the model receives an old user message without its 1,000-character reply."""
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    past: list[BaseMessage] = []
+    for i, (human, ai) in enumerate(PAIRS):
+        past += [HumanMessage(human, id=f"t{i}-h"), AIMessage(" ".join([ai] * 30), id=f"t{i}-a")]
+    budget = 150  # the cat turn whole is about 300 words
+    middleware = KadaneDialMiddleware(embedder=hashing_embedder, max_tokens=budget, token_counter=words)
+    received, full, result = run_agent(middleware, "What name did I give the grey cat I adopted?", past=past)
+
+    ids = [m.id for m in received]
+    assert "t0-h" in ids and "t0-a" not in ids  # the user's own message, its long reply left out
+    originals = {m.id: m for m in full}
+    assert all(m == originals[m.id] for m in received[1:])  # the caller's objects, unchanged
+    assert sum(words(str(m.content)) + 4 for m in received) <= budget
+    context = middleware.last_context
+    assert 0 in context.user_only_turns and 0 not in context.turn_indices
+    assert len(result["messages"]) == len(full) + 1  # the state keeps every reply

@@ -557,3 +557,33 @@ async def test_memory_block_keeps_media_and_skips_unusable_messages(hashing_embe
         await block.aput([image, unusable, reply], session_id="s")
     stored = block.stored_messages("s")
     assert [m.blocks for m in stored] == [image.blocks, reply.blocks]
+
+
+def test_simple_chat_engine_over_budget_sends_an_old_question_without_its_long_reply(hashing_embedder):
+    """Assistant chats: a budget too small for a long reply still carries what the user said."""
+    past = [
+        m
+        for user, reply in TOPIC_TURNS
+        for m in (
+            ChatMessage(role=MessageRole.USER, content=user),
+            ChatMessage(role=MessageRole.ASSISTANT, content=" ".join([reply or "Noted."] * 40)),
+        )
+    ]
+    memory = KadaneDialMemory.from_defaults(chat_history=past, embed_model=hashing_embedder, token_limit=400)
+    llm = RecordingLLM()
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt=SYSTEM_PROMPT)
+    engine.chat(SOURDOUGH_QUERY)
+
+    sent = llm.received[-1]
+    assert sent[-1].content == SOURDOUGH_QUERY
+    assert tokens(memory, sent[1:]) <= 400
+    context = memory.last_context
+    cut = sorted(context.user_only_turns)
+    assert cut and turns_present(sent) & SOURDOUGH
+    stored = memory.get_all()
+    assert all(any(m is s for s in stored) for m in sent[1:])  # the stored objects themselves
+    for t in cut:  # that turn's user message is sent, its reply is not
+        user, reply = past[2 * t], past[2 * t + 1]
+        assert any(m.content == user.content for m in sent)
+        assert not any(m.content == reply.content for m in sent)
+    assert len(stored) == len(past) + 2  # nothing of the history is lost

@@ -29,6 +29,9 @@ class Block:
         reason: One line saying why the block is there.
         role: Role of a text block's message: the strategy's ``memory_role`` (default
             ``"user"``, :data:`ctxmgmt.messages.framing.DEFAULT_MEMORY_ROLE`).
+        reply_left_out: A ``"turns"`` block of one turn that shows only the turn's leading user
+            message(s): its reply was left out for the budget (KadaneDial over long assistant
+            replies). ``messages`` are those user messages, verbatim.
     """
 
     kind: BlockKind
@@ -38,6 +41,7 @@ class Block:
     tokens: int = 0
     reason: str = ""
     role: str = DEFAULT_MEMORY_ROLE
+    reply_left_out: bool = False
 
     def as_messages(self) -> list[Message]:
         """Messages to send: verbatim blocks as they are, a text block as one framed memory message.
@@ -83,8 +87,14 @@ class Context:
 
     @property
     def turn_indices(self) -> list[int]:
-        """History turns present verbatim, ascending."""
-        return sorted({i for b in self.blocks if b.kind in ("turns", "current") for i in b.turns})
+        """History turns present verbatim and whole, ascending."""
+        whole = (b for b in self.blocks if b.kind in ("turns", "current") and not b.reply_left_out)
+        return sorted({i for b in whole for i in b.turns})
+
+    @property
+    def user_only_turns(self) -> dict[int, int]:
+        """Turns shown as their user message(s) alone (reply left out): turn -> messages shown."""
+        return {b.turns[0]: len(b.messages) for b in self.blocks if b.reply_left_out and b.turns}
 
     def receipt(self) -> dict[str, Any]:
         """What a caller can check about the call: tokens sent, and whether the context is partial.

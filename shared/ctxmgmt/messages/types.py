@@ -324,6 +324,18 @@ class Turn:
         return "\n".join(m.render(seen=True) for m in self.messages)
 
     @functools.cached_property
+    def user_part(self) -> tuple[Message, ...]:
+        """The turn's leading user message(s), before any reply (empty when it opens otherwise).
+
+        Sent alone when a budget leaves no room for a long reply
+        (:attr:`ctxmgmt.messages.context.Block.reply_left_out`).
+        """
+        end = 0
+        while end < len(self.messages) and self.messages[end].role == "user":
+            end += 1
+        return self.messages[:end]
+
+    @functools.cached_property
     def fingerprint(self) -> str:
         """Stable content hash (SHA-1 of :attr:`text` as UTF-8); equal turns share derived state.
 

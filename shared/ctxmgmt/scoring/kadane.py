@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -206,27 +207,57 @@ def kadane_dial(
     return KadaneResult(tuple(z), tuple(gains.tolist()), tuple(spans), tuple(span_gains))
 
 
+class Kept(NamedTuple):
+    """What :func:`keep_best_within` left out: turns dropped, and turns sent as their user part alone."""
+
+    dropped: list[int]
+    """Turns neither whole nor in part, worst first."""
+    user_only: list[int]
+    """Turns sent as their user message(s) alone, ascending."""
+
+
 def keep_best_within(
-    chosen: set[int], scores: np.ndarray, protected: set[int], tokens: Sequence[int], budget: int
-) -> list[int]:
+    chosen: set[int],
+    scores: np.ndarray,
+    protected: set[int],
+    tokens: Sequence[int],
+    budget: int,
+    user_parts: Mapping[int, int] | None = None,
+    also: Sequence[int] = (),
+) -> Kept:
     """Keep the chosen turns best first while they fit in ``budget``; the rest are dropped.
 
     Protected turns are kept first, newest first, while they fit. Then the others, by
     descending score (ties to the earlier turn); a turn that does not fit is skipped and the
-    next one tried. ``chosen`` is updated in place; returns the dropped turns, worst first.
+    next one tried. ``user_parts`` (turn -> tokens) names turns that may go as their user
+    message(s) alone: those first take only that part, best first, and become whole in a second
+    pass, best first, while the whole turn fits (LongMemEval dev at 4,000 tokens: a 600-token
+    round is mostly a reply the question does not ask about). ``also``: turns not chosen, each
+    offered as its user part alone (in ``user_parts``) after the chosen ones' first pass, in the
+    order given. When every chosen turn fits whole and ``also`` is empty, every one is kept
+    whole. ``chosen`` is updated in place to the turns kept whole.
     """
+    parts = {} if user_parts is None else {i: n for i, n in user_parts.items() if i not in protected}
     kept: set[int] = set()
+    part_only: set[int] = set()
     used = 0
     order = sorted(protected & chosen, reverse=True) + sorted(
         chosen - protected, key=lambda i: (-float(scores[i]), i)
     )
+    extra = [i for i in also if i in parts and i not in chosen]
+    for i in order + extra:
+        cost = parts.get(i, tokens[i])
+        if used + cost <= budget:
+            (part_only if i in parts else kept).add(i)
+            used += cost
     for i in order:
-        if used + tokens[i] <= budget:
+        if i in part_only and used - parts[i] + tokens[i] <= budget:
+            part_only.discard(i)
             kept.add(i)
-            used += tokens[i]
-    dropped = [i for i in reversed(order) if i not in kept]
+            used += tokens[i] - parts[i]
+    dropped = [i for i in reversed(order) if i not in kept and i not in part_only]
     chosen.intersection_update(kept)
-    return dropped
+    return Kept(dropped, sorted(part_only))
 
 
 def trim_to_budget(

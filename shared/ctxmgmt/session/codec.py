@@ -4,8 +4,9 @@ An adapter defines one :class:`Codec` beside its converter. On the way in,
 :class:`~ctxmgmt.session.converted.ConvertedHistory` converts messages with ``to_core`` and
 spots in-place edits with ``snapshot``. On the way out, :meth:`Codec.selection` maps a
 :class:`~ctxmgmt.messages.context.Context` back to the caller's own message objects: a selected
-turn comes back whole, as the objects the caller passed (ids and metadata included), and a
-summary or entity block becomes one framed memory message made by ``memory_message``.
+turn comes back whole (or its user message(s) alone, when a budget left a long reply out), as
+the objects the caller passed (ids and metadata included), and a summary or entity block
+becomes one framed memory message made by ``memory_message``.
 """
 
 from __future__ import annotations
@@ -67,13 +68,16 @@ class Codec(Generic[T]):
 
         ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
         (grouped as :func:`ctxmgmt.messages.types.group_turns` groups their core form), so a turn
-        always comes back whole. Text blocks (summaries, entities) become :meth:`text_block`'s
-        messages; a block naming a turn outside ``turns`` is left out.
+        comes back whole, or as its leading user message(s) when the block left its reply out
+        (:attr:`~ctxmgmt.messages.context.Block.reply_left_out`). Text blocks (summaries, entities)
+        become :meth:`text_block`'s messages; a block naming a turn outside ``turns`` is left out.
         """
         out: list[T] = []
         for block in context.blocks:
             if block.kind == "system":
                 out.extend(system)
+            elif block.reply_left_out and len(block.turns) == 1 and 0 <= block.turns[0] < len(turns):
+                out.extend(turns[block.turns[0]][: len(block.messages)])  # the user part leads its turn
             elif block.kind in ("turns", "current") and all(0 <= t < len(turns) for t in block.turns):
                 out.extend(o for t in block.turns for o in turns[t])
             elif block.text:

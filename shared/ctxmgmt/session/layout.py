@@ -76,7 +76,11 @@ def _units(strategy: Strategy, blocks: Sequence[Block]) -> list[_Unit] | None:
     turns = strategy.turns
     out: list[_Unit] = []
     for block in blocks:
-        if block.kind == "turns" and block.turns:
+        if block.reply_left_out:  # a turn's user message(s) alone: the turn's unit, never merged
+            if not block.turns or not 0 <= block.turns[0] < len(turns):
+                return None
+            out.append(_Unit(("turn", block.turns[0]), block))
+        elif block.kind == "turns" and block.turns:
             if any(not 0 <= i < len(turns) for i in block.turns):
                 return None
             if block.messages != tuple(m for i in block.turns for m in turns[i].messages):
@@ -105,9 +109,10 @@ def _merged(units: Sequence[_Unit], strategy: Strategy) -> list[Block]:
 
     for unit in units:
         block = unit.block
-        if unit.key[0] == "turn" and run and block.reason == reason and block.turns[0] == run[-1] + 1:
+        whole = unit.key[0] == "turn" and not block.reply_left_out
+        if whole and run and block.reason == reason and block.turns[0] == run[-1] + 1:
             run.append(block.turns[0])
-        elif unit.key[0] == "turn":
+        elif whole:
             flush()
             run.append(block.turns[0])
             reason = block.reason

@@ -10,12 +10,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ctxmgmt.components._coerce import component_name
-from ctxmgmt.components.budget import message_tokens, turn_tokens
+from ctxmgmt.components.budget import message_tokens, messages_tokens, turn_tokens
 from ctxmgmt.components.tokens import CachedTokenCounter, TokenCounter, as_token_counter
 from ctxmgmt.messages.context import Block, BlockKind, Context
 from ctxmgmt.messages.exceptions import ConfigurationError, CorruptStateError
 from ctxmgmt.messages.framing import DEFAULT_MEMORY_ROLE
 from ctxmgmt.messages.types import Message, Turn, memory_message
+from ctxmgmt.scoring.vector_text import WINDOW_CHARS
 from ctxmgmt.strategies.params import StrategyConfig
 from ctxmgmt.strategies.state import jsonable
 
@@ -211,6 +212,39 @@ class Strategy(ABC):
             messages=tuple(m for i in indices for m in self._turns[i].messages),
             tokens=self.tokens_of(indices),
             reason=reason,
+        )
+
+    def user_part_tokens(self, index: int) -> int | None:
+        """Tokens of turn ``index``'s :attr:`~ctxmgmt.messages.types.Turn.user_part`.
+
+        None when the turn has no reply to leave out (no user part, or nothing after it).
+        """
+        turn = self._turns[index]
+        part = turn.user_part
+        if not part or len(part) == len(turn.messages):
+            return None
+        return messages_tokens(self.token_counter, part)
+
+    def long_user_part(self, index: int, window_chars: int | None = WINDOW_CHARS) -> int | None:
+        """:meth:`user_part_tokens` of turn ``index`` when it is longer than ``window_chars`` (None: never).
+
+        Such a turn is embedded as its user message alone (:func:`ctxmgmt.scoring.vector_text.vector_text`),
+        and a budget may send that message without the reply.
+        """
+        if window_chars is None or len(self._turns[index].text) <= window_chars:
+            return None
+        return self.user_part_tokens(index)
+
+    def user_part_block(self, index: int, reason: str = "") -> Block:
+        """A ``"turns"`` block of turn ``index``'s user message(s) alone, its reply left out."""
+        part = self._turns[index].user_part
+        return Block(
+            kind="turns",
+            turns=(index,),
+            messages=part,
+            tokens=messages_tokens(self.token_counter, part),
+            reason=reason,
+            reply_left_out=True,
         )
 
     @property

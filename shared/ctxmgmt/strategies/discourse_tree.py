@@ -24,6 +24,7 @@ from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summar
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
 from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.vector_text import USER_PART_RANKS
 from ctxmgmt.strategies.base import Strategy
 from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_planner import plan_query
@@ -385,6 +386,8 @@ class DiscourseTreeStrategy(Strategy):
         selection = self._selection(plan, query, self._query_vector(query))
         if budget is not None:
             selection.fit(budget, self._summary_tokens, self.tokens_of)
+            used = self._summary_tokens(selection.kept) + self.tokens_of(selection.verbatim)
+            selection.fill_user_parts(budget - used, self.long_user_part, USER_PART_RANKS)
         self._add_blocks(context, selection)
         details = selection.details(self._forest, self.llm_calls, self.summary_share, explain=self.explains)
         context.details.update(details)
@@ -425,10 +428,15 @@ class DiscourseTreeStrategy(Strategy):
             context.blocks.append(
                 self.text_block("summary", text, turns=covered, reason=selection.summary_reason())
             )
-        for run in runs(selection.verbatim):
-            context.blocks.append(
-                self.turns_block(run, selection.run_reason(run, self._forest, self.recent_turns))
-            )
+        blocks = [
+            self.turns_block(run, selection.run_reason(run, self._forest, self.recent_turns))
+            for run in runs(selection.verbatim)
+        ]
+        blocks += [
+            self.user_part_block(i, f"among the {USER_PART_RANKS} most relevant turns; reply left out")
+            for i in selection.user_only
+        ]
+        context.blocks.extend(sorted(blocks, key=lambda b: b.turns[0]))
 
     # -- explanation -------------------------------------------------------------------------------
     def render(

@@ -163,6 +163,7 @@ class ForestSelection:
     capped: list[Section] = field(default_factory=list)
     dropped_sections: list[Section] = field(default_factory=list)
     dropped_turns: list[int] = field(default_factory=list)
+    user_only: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -245,6 +246,25 @@ class ForestSelection:
                 self.dropped_turns.append(turn)
             else:
                 self.dropped_turns.append(self.verbatim.pop(0))
+
+    def fill_user_parts(self, room: int, user_part: Callable[[int], int | None], ranks: int) -> None:
+        """Spend ``room`` tokens on the user message(s) of the most relevant long turns not shown.
+
+        Candidates: the ``ranks`` most relevant turns above the mean relevance that are not
+        verbatim and have a user part to send alone (``user_part``: its tokens, else None), most
+        relevant first, each if it fits (:attr:`user_only`).
+        """
+        if not len(self.relevance) or room <= 0:
+            return
+        floor = float(self.relevance.mean())
+        shown = set(self.verbatim)
+        for i in [int(i) for i in np.argsort(-self.relevance, kind="stable")[:ranks]]:
+            if self.relevance[i] <= floor or i in shown:
+                continue
+            part = user_part(i)
+            if part is not None and part <= room:
+                self.user_only[i] = part
+                room -= part
 
     def summary_reason(self) -> str:
         """The summary block's reason: how many topics and side branches it holds."""

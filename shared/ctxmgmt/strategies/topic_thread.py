@@ -317,12 +317,13 @@ class TopicThreadStrategy(Strategy):
         scores = self._table.scores(self._query_vector(query), now) if self._table.slots else []
         retrieved = self._table.retrieve(scores) if scores else []
         relevance = self.turn_relevance(query)
-        picks = Picks(budget)
+        picks = Picks(budget, user_part=None if budget is None else self.long_user_part)
         recent = list(range(max(0, now - self.keep_last), now))
         picks.take_recent(recent, self._turn_tokens)
         room = None if budget is None else int(budget * self.summary_share)
         summaries = picks.take_summaries(self._summaries(retrieved, scores), room)
         self._take_verbatim(picks, retrieved, relevance, fill=self.fill and budget is not None)
+        picks.restore_replies(relevance, self._turn_tokens)
         context.blocks.extend(self._blocks(picks, summaries, recent))
         context.details.update(self._details(picks, scores, retrieved, now))
         return context
@@ -359,6 +360,7 @@ class TopicThreadStrategy(Strategy):
             return
         slots, costs, per_thread = self._table.slots, self._turn_tokens, self.verbatim_turns
         picks.take_thread_turns([slots[p] for p in retrieved], relevance, costs, per_thread=per_thread)
+        picks.restore_replies(relevance, costs)  # the retrieved threads' replies before any fill
         if fill:  # only turns more relevant than the average turn
             others = [slot for p, slot in enumerate(slots) if p not in retrieved]
             floor = float(relevance.mean())
@@ -374,7 +376,9 @@ class TopicThreadStrategy(Strategy):
             if any(i in recent for i in run):
                 why.append(f"one of the last {self.keep_last} turns")
             blocks.append(self.turns_block(run, "; ".join(why)))
-        return blocks
+        for i in picks.user_only:
+            blocks.append(self.user_part_block(i, f"{picks.reasons[i]}; reply left out for the budget"))
+        return blocks[: len(shown)] + sorted(blocks[len(shown) :], key=lambda b: b.turns[0])
 
     def _details(
         self, picks: Picks, scores: list[SlotScore], retrieved: list[int], now: int

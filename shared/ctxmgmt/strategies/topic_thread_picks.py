@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +39,8 @@ class Picks:
     reasons: dict[int, str] = field(default_factory=dict)
     filled: list[int] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    user_part: Callable[[int], int | None] | None = None
+    user_only: dict[int, int] = field(default_factory=dict)
 
     def fits(self, cost: int) -> bool:
         """Whether ``cost`` tokens fit in what is left."""
@@ -105,13 +107,26 @@ class Picks:
             best = [i for i in ranked if i not in self.turns and relevance[i] > floor]
             candidates.extend((float(relevance[i]), i, slot.id) for i in best[:per_thread])
         for score, i, slot_id in sorted(candidates, key=lambda c: (-c[0], c[1])):
-            if i in self.turns:
+            if i in self.turns or i in self.user_only:
                 continue
-            if self.fits(costs[i]):
-                self.turns.add(i)
+            part = None if self.user_part is None else self.user_part(i)
+            if self.fits(costs[i] if part is None else part):
+                if part is None:
+                    self.turns.add(i)
+                else:
+                    self.user_only[i] = part
                 self.reasons[i] = f"{label} {slot_id} (relevance {score:.2f})"
-                self.spend(costs[i])
+                self.spend(costs[i] if part is None else part)
                 if label != RETRIEVED:
                     self.filled.append(i)
             elif label == RETRIEVED:
                 self.dropped.append(f"turn {i} of thread {slot_id}")
+
+    def restore_replies(self, relevance: np.ndarray, costs: Sequence[int]) -> None:
+        """Turns taken as their user message alone get their reply back, most relevant first, if it fits."""
+        for i in sorted(self.user_only, key=lambda i: (-relevance[i], i)):
+            extra = costs[i] - self.user_only[i]
+            if self.fits(extra):
+                del self.user_only[i]
+                self.turns.add(i)
+                self.spend(extra)

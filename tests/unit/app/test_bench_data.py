@@ -55,6 +55,8 @@ def test_locomo_turns_are_utterance_pairs_per_session(tmp_path):
     q1, q2 = d.questions
     assert (q1.text, q1.answer, q1.evidence, q1.category) == ("What is the cat called?", "Miso", (1,), "4")
     assert q2.answer == "2023" and q2.evidence == (0, 2)  # packed ids are split
+    assert q1.evidence_messages == ((0,),)  # D1:3, the first utterance of its turn
+    assert q2.evidence_messages == ((0,), (1,))  # D1:1 opens turn 0; D2:2 answers in turn 2
     assert load_dialogues(path)[0].questions == d.questions
 
 
@@ -90,6 +92,7 @@ def test_mtbenchplus_probe_is_the_question(tmp_path):
     [q] = d.questions
     assert q.text == "What was my first request?"
     assert q.evidence == (0, 1) and q.category == "probe" and q.answer == ""
+    assert q.evidence_messages == ((0,), (0,))  # the human messages
     assert load_dialogues(path)[0].questions == d.questions
 
 
@@ -194,6 +197,7 @@ def test_longmemeval_sessions_dates_evidence_and_gzip(tmp_path):
     ]
     (question,) = first.questions
     assert question.evidence == (2,) and question.sessions == ((1, 2, 3),)
+    assert question.evidence_messages == ((0,),)  # the user message holds the answer, not the reply
     assert question.date == "2023/06/10 (Sat) 09:00" and question.category == "temporal-reasoning"
     assert question.answer == "on 2 May"
     # abstention items have no gold answer string to look for; no evidence either

@@ -30,6 +30,15 @@ def test_evidence_recall_is_share_of_gold_turns_shown():
     assert evidence_recall([], [1, 2]) is None
 
 
+def test_a_turn_shown_as_its_user_message_counts_only_for_gold_in_that_message():
+    gold_user, gold_reply = ((0,), (1,))
+    user_only = {3: 1, 5: 1}  # turns 3 and 5: their user message alone
+    assert evidence_recall([3, 5], [], user_only, [gold_user, gold_reply]) == 0.5
+    assert evidence_recall([3, 5], [5], user_only, [gold_user, gold_reply]) == 1.0  # 5 also whole
+    assert evidence_recall([3], [], user_only) == 0.0  # gold messages unknown: only the whole turn counts
+    assert evidence_recall([3], [], user_only, [(0, 1)]) == 0.0  # one of two gold messages shown
+
+
 def test_answer_containment_ignores_case_and_spacing():
     assert answer_contained("25 mg", "He takes 25  MG\ntwice a day") is True
     assert answer_contained("25 mg", "He takes 2.5 mg") is False

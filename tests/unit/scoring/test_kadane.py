@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxmgmt import ConfigurationError, KadaneResult, kadane, kadane_dial
-from ctxmgmt.scoring.kadane import TAU, THETA, best_span, trim_to_budget, z_normalise
+from ctxmgmt.scoring.kadane import TAU, THETA, best_span, keep_best_within, trim_to_budget, z_normalise
 
 # ---------------------------------------------------------------------------------------
 # Independent reference implementation
@@ -398,3 +398,44 @@ def test_trim_to_budget_drops_exactly_what_the_definition_drops():
             expected, scores, protected, tokens, budget
         )
         assert actual == expected
+
+
+# -- keep_best_within with user parts (a long turn sent as its user message alone) -------------
+
+
+def test_user_parts_go_first_and_become_whole_best_first() -> None:
+    scores = np.array([0.9, 0.8, 0.7, 0.1])
+    tokens = [500, 500, 500, 50]
+    chosen = {0, 1, 2, 3}
+    kept = keep_best_within(chosen, scores, set(), tokens, 700, {0: 40, 1: 40, 2: 40})
+    # parts 0, 1, 2 (120) and turn 3 (50) first; then turn 0 whole (+460) fits, 1 does not
+    assert chosen == {0, 3}
+    assert kept.user_only == [1, 2]
+    assert kept.dropped == []
+
+
+def test_user_parts_change_nothing_when_every_chosen_turn_fits() -> None:
+    chosen = {0, 1}
+    kept = keep_best_within(chosen, np.array([0.5, 0.4]), set(), [300, 300], 600, {0: 20, 1: 20})
+    assert chosen == {0, 1} and kept == ([], [])
+
+
+def test_protected_turns_are_never_cut_to_their_user_part() -> None:
+    chosen = {0, 1}
+    kept = keep_best_within(chosen, np.array([0.9, 0.1]), {1}, [300, 300], 340, {0: 20, 1: 20})
+    assert chosen == {1} and kept.user_only == [0]
+
+
+def test_also_offers_unchosen_turns_as_user_parts_after_the_chosen_ones() -> None:
+    chosen = {0}
+    scores = np.array([0.9, 0.5, 0.4, 0.3])
+    kept = keep_best_within(
+        chosen, scores, set(), [300, 300, 300, 300], 350, {0: 30, 1: 30, 2: 30}, also=[2, 1, 3]
+    )
+    # part 0, then parts 2 and 1 (turn 3 has no user part: never offered); turn 0 whole does not fit
+    assert chosen == set() and kept.user_only == [0, 1, 2] and kept.dropped == []
+    chosen = {0}
+    kept = keep_best_within(
+        chosen, scores, set(), [300, 300, 300, 300], 400, {0: 30, 1: 30, 2: 30}, also=[2, 1]
+    )
+    assert chosen == {0} and kept.user_only == [1, 2]  # 300 + 30 + 30 <= 400

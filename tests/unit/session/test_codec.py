@@ -77,3 +77,19 @@ def test_the_memory_message_hook_is_the_codecs_and_by_identity_drops_the_snapsho
     assert [n.text for n in codec.originals(context, (), ())] == ["[memory]"]
     assert made == [frame_memory("Miso: a cat")]
     assert CODEC.by_identity().snapshot is None and CODEC.by_identity().to_core is CODEC.to_core
+
+
+def test_a_turn_with_its_reply_left_out_comes_back_as_its_user_message_alone() -> None:
+    user = Message("user", "dogs?")
+    context = Context(
+        query="q",
+        blocks=[
+            Block("turns", turns=(0,)),
+            Block("turns", turns=(1,), messages=(user,), reply_left_out=True),
+            Block("current", turns=(2,)),
+        ],
+    )
+    out = CODEC.originals(context, SYSTEM, TURNS)
+    expected = [*TURNS[0], TURNS[1][0], *TURNS[2]]
+    assert len(out) == len(expected) and all(a is b for a, b in zip(out, expected, strict=True))
+    assert context.turn_indices == [0, 2] and context.user_only_turns == {1: 1}

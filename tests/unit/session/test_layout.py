@@ -157,3 +157,19 @@ def test_no_strategy_is_laid_out_by_default(hashing_embedder) -> None:
         assert uses_layout(cls(embedder=hashing_embedder, cache_friendly=True))
     assert not uses_layout(SWinStrategy()) and not uses_layout(ACMStrategy())
     assert not uses_layout(Scripted({}))
+
+
+def test_a_user_message_sent_alone_is_its_turns_unit_and_never_merged_whole() -> None:
+    strategy = filled({})
+    whole = strategy.turns_block([5], "scripted")
+    part = strategy.user_part_block(6, "scripted; reply left out for the budget")
+    blocks, _ = arrange(strategy, [whole, part, strategy.turns_block([7], "scripted")], None)
+    assert [(b.turns, b.reply_left_out) for b in blocks] == [((5,), False), ((6,), True), ((7,), False)]
+    assert blocks[1].messages == strategy.turns[6].messages[:1]
+    # a later call selects turn 9 whole: it takes the place of its user message, never both
+    earlier = [strategy.turns_block(list(range(9)), "a"), strategy.user_part_block(9, "a; reply left out")]
+    previous = Context(query="a", blocks=earlier)
+    again, layout = arrange(strategy, [strategy.turns_block(list(range(10)), "b")], previous)
+    sent = [m for b in again for m in b.messages]
+    assert sent == [m for t in strategy.turns[:10] for m in t.messages]
+    assert layout == {"rebuilt": False, "kept": 10, "stale": 0, "new": 0}

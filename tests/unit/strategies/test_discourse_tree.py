@@ -748,3 +748,25 @@ def test_a_strategy_names_no_twin_by_default():
     from ctxmgmt.app.testing import HashingEmbedder
 
     assert SWinStrategy().fast_twin(HashingEmbedder(dim=384)) is None
+
+
+def test_with_budget_left_the_most_relevant_long_turns_send_their_user_message(hashing_embedder):
+    """Assistant chats: what the budget leaves goes to user messages of relevant turns not shown."""
+    reply = " ".join(["Here is a long and careful answer with many details."] * 25)  # > 1,000 characters
+    s = make(ScriptedDecider(topics={TAXES[0]: ("create", None)}), hashing_embedder, theta_fork=1.0)
+    for q in [*BAKING, *TAXES]:
+        s.select(q)
+        s.add(turn(len(s), q, reply))
+    query = "Back to the sourdough starter Bubbles: how often should I feed the sourdough?"
+    assert not s.select(query).user_only_turns  # no budget: nothing is cut
+    budget = s.tokens_of([3, 4, 5]) + 60  # the tax path, and room for a few user messages
+    tight = s.select(query, budget=budget)
+    assert tight.tokens <= budget and {3, 4, 5} <= set(tight.turn_indices)
+    parts = tight.user_only_turns
+    assert parts and set(parts) <= {0, 1, 2}  # the baking turns' user messages, their replies left out
+    for block in tight.blocks:
+        if block.reply_left_out:
+            assert block.messages == s.turns[block.turns[0]].messages[:1]
+    assert [b.turns[0] for b in tight.blocks if b.kind == "turns"] == sorted(
+        b.turns[0] for b in tight.blocks if b.kind == "turns"
+    )

@@ -784,3 +784,58 @@ def test_a_repeated_query_is_embedded_again_when_its_focused_form_changes():
     fresh.add_many([turn(i) for i in range(40)])
     assert fresh.focused_query(query) is not None
     np.testing.assert_allclose(grown.relevance(query), fresh.relevance(query), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------
+# Long replies over budget: a turn's user message alone (assistant chats, LongMemEval)
+# ---------------------------------------------------------------------------------------
+
+
+def long_reply_turns() -> list[Turn]:
+    """``TOPICS`` with every reply padded past ``window_chars`` (1,000 characters), as an assistant writes."""
+    return group_turns(
+        [m for q, a in TOPICS for m in (Message("user", q), Message("assistant", " ".join([a] * 20)))]
+    )
+
+
+def test_over_budget_a_long_turn_sends_its_user_message_alone(hashing_embedder) -> None:
+    strategy = KadaneDialStrategy(embedder=hashing_embedder)
+    strategy.add_many(long_reply_turns())
+    query = "spaghetti pasta boil salted water sauce"
+    full = strategy.select(query)
+    assert set(full.turn_indices) >= {0, 1, 2} and not full.user_only_turns  # no budget: whole turns
+    best = max(full.turn_indices, key=lambda i: full.details["relevance"][i])
+    long = [i for i, t in enumerate(strategy.turns) if len(t.text) > 1000]
+    short = [i for i in full.turn_indices if i not in long]
+    assert best in long and len(long) >= 8
+    parts_tokens = sum(strategy.user_part_tokens(i) or 0 for i in long)
+    assert parts_tokens < min(strategy.tokens_of([i]) for i in long)
+    budget = strategy.tokens_of([best, *short]) + parts_tokens  # every user message, one reply
+    context = strategy.select(query, budget=budget)
+
+    assert context.tokens <= budget
+    assert context.turn_indices == sorted([best, *short])  # the best turn's reply comes back first
+    parts = context.user_only_turns
+    assert set(full.turn_indices) - {best, *short} <= set(parts)  # every other chosen turn, in part
+    assert best not in parts and sorted(parts) == context.details["user_only"]
+    for block in context.blocks:
+        turn = strategy.turns[block.turns[0]]
+        if block.reply_left_out:  # the user's own message, verbatim, and nothing of the reply
+            assert block.messages == turn.user_part == turn.messages[:1]
+            assert block.tokens == messages_tokens(strategy.token_counter, block.messages)
+            assert "reply left out for the budget" in block.reason
+        else:
+            assert block.messages == turn.messages
+    assert [b.turns[0] for b in context.blocks] == sorted(b.turns[0] for b in context.blocks)  # in order
+    assert "reply left out" in context.explain()
+    assert all(strategy.turns[i].messages[1].text not in context.text() for i in parts)
+
+
+def test_short_turns_and_the_paper_never_send_a_user_message_alone(hashing_embedder) -> None:
+    short = make(hashing_embedder)
+    long_paper = KadaneDialStrategy.from_paper(embedder=hashing_embedder)
+    long_paper.add_many(long_reply_turns())
+    for strategy in (short, long_paper):  # turns under window_chars; window_chars=None
+        for budget in (50, 200, 600):
+            context = strategy.select("spaghetti pasta boil salted water sauce", budget=budget)
+            assert not context.user_only_turns and context.tokens <= budget

@@ -448,3 +448,21 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_the_static_encoder_and_
         [Turn(i, (Message("user", f"Rome trip day {i}"), Message("assistant", "ok"))) for i in range(12)]
     )
     assert twin.select("What did we do in Rome?").blocks and twin.llm_calls == 0 and llm.prompts == []
+
+
+def test_over_budget_a_long_turn_sends_its_user_message_alone():
+    s = make(tau=0.5, keep_last=0)
+    reply = " ".join(["That is a good question about many things."] * 40)  # over 1,000 characters
+    for k, text in enumerate(["My cat is called Miso.", "The cat sleeps on the sofa.", "My car is red."]):
+        s.add(Turn(k, (Message("user", text), Message("assistant", reply))))
+    whole = s.select("cat")
+    assert set(whole.turn_indices) >= {0, 1} and not whole.user_only_turns  # no budget: whole turns
+    budget = s.tokens_of([0]) + 30
+    context = s.select("cat", budget=budget)
+    assert context.tokens <= budget
+    assert set(context.turn_indices) | set(context.user_only_turns) >= {0, 1}
+    assert context.user_only_turns  # one of the cat turns goes without its reply
+    for block in context.blocks:
+        if block.reply_left_out:
+            assert block.messages == s.turns[block.turns[0]].messages[:1]
+            assert "reply left out for the budget" in block.reason

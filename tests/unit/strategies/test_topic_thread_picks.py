@@ -100,3 +100,15 @@ def test_ties_go_to_the_earlier_turn(label):
         [Slot(id=0, turns=[0, 1])], np.array([0.5, 0.5]), [1, 1], per_thread=2, label=label
     )
     assert picks.turns == {0}
+
+
+def test_user_parts_first_then_replies_back_most_relevant_first():
+    threads = [Slot(id=1, turns=[0, 1, 2])]
+    relevance = np.array([0.9, 0.8, 0.1])
+    parts = {0: 5, 1: 5}  # turns 0 and 1 are long: their user message alone costs 5
+    picks = Picks(80, user_part=parts.get)
+    picks.take_thread_turns(threads, relevance, [50, 50, 10], per_thread=3)
+    assert picks.user_only == {0: 5, 1: 5} and picks.turns == {2}  # 5 + 5 + 10 spent
+    picks.restore_replies(relevance, [50, 50, 10])
+    assert picks.turns == {0, 2} and picks.user_only == {1: 5}  # turn 0's reply fits, then 1's does not
+    assert picks.remaining == 80 - 50 - 5 - 10

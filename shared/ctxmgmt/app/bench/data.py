@@ -12,9 +12,9 @@ Formats:
   gzipped JSON): a user chatting with an assistant over dated sessions. A turn starts at every
   user message and at every session start; each message carries its session's date as its
   timestamp; the question is dated ``question_date`` (the "now" of relative dates). Evidence
-  are the turns holding a ``has_answer`` message, and the answer sessions are kept for session
-  recall. Abstention items (``_abs``) and answers of 3 characters or fewer have no gold answer
-  string (they are left out of answer containment).
+  are the turns holding a ``has_answer`` message (those messages are the gold ones), and the
+  answer sessions are kept for session recall. Abstention items (``_abs``) and answers of 3
+  characters or fewer have no gold answer string (they are left out of answer containment).
 - Generic JSONL, one dialogue per line:
   ``{"id": str, "turns": [{"user": str, "assistant": str, "date"?: str}],
   "questions": [{"question": str, "answer"?: str, "evidence"?: [turn index], "category"?: str}]}``.
@@ -45,6 +45,9 @@ class Question:
         date: When the question is asked (a timestamp string), or None. A dated question is
             asked as the user message in progress (put, then ``get``), as a chat asks it.
         sessions: Turn indices of each gold evidence session (for session recall; may be empty).
+        evidence_messages: For each turn of ``evidence``, the positions of its gold messages in
+            the turn (LoCoMo: the evidence utterances; MT-Bench+: the human message; LongMemEval:
+            the ``has_answer`` messages); empty: every message of the turn is gold.
     """
 
     text: str
@@ -53,6 +56,7 @@ class Question:
     category: str = ""
     date: str | None = None
     sessions: tuple[tuple[int, ...], ...] = ()
+    evidence_messages: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass
@@ -80,6 +84,7 @@ def load_locomo(path: str | Path, *, categories: tuple[int, ...] = (1, 2, 3, 4))
         )
         messages: list[Message] = []
         turn_of: dict[str, int] = {}
+        position_of: dict[str, int] = {}  # the utterance's message in its turn
         turn = -1
         for number, key in sessions:
             date = conv.get(f"session_{number}_date_time")
@@ -99,16 +104,25 @@ def load_locomo(path: str | Path, *, categories: tuple[int, ...] = (1, 2, 3, 4))
                     )
                 )
                 turn_of[utt.get("dia_id", "")] = turn
+                position_of[utt.get("dia_id", "")] = pos % 2
         turns = group_turns(messages)
         questions = []
         for qa in sample.get("qa", []):
             if int(qa.get("category", 0)) not in categories or "answer" not in qa:
                 continue
-            evidence = tuple(
-                sorted({turn_of[e] for e in _evidence_ids(qa.get("evidence", [])) if e in turn_of})
-            )
+            gold: dict[int, set[int]] = {}
+            for e in _evidence_ids(qa.get("evidence", [])):
+                if e in turn_of:
+                    gold.setdefault(turn_of[e], set()).add(position_of[e])
+            evidence = tuple(sorted(gold))
             questions.append(
-                Question(qa["question"], str(qa["answer"]), evidence, str(qa.get("category", "")))
+                Question(
+                    qa["question"],
+                    str(qa["answer"]),
+                    evidence,
+                    str(qa.get("category", "")),
+                    evidence_messages=tuple(tuple(sorted(gold[t])) for t in evidence),
+                )
             )
         dialogues.append(Dialogue(str(sample.get("sample_id", len(dialogues))), turns, questions))
     return dialogues
@@ -145,7 +159,8 @@ def load_mtbenchplus(path: str | Path) -> list[Dialogue]:
         if probe is not None:
             topics = _probe_topics(probe[1])
             evidence = tuple(i for i, p in enumerate(prefixes) if p in topics)
-            questions.append(Question(probe[0], "", evidence, "probe"))
+            gold = ((0,),) * len(evidence)  # the human message of each turn
+            questions.append(Question(probe[0], "", evidence, "probe", evidence_messages=gold))
         dialogues.append(Dialogue(str(item.get("id", len(dialogues))), turns, questions))
     return dialogues
 
@@ -170,7 +185,7 @@ def load_longmemeval(path: str | Path) -> list[Dialogue]:
     dialogues: list[Dialogue] = []
     for item in _read_json(Path(path)):
         turns: list[Turn] = []
-        evidence: set[int] = set()
+        evidence: dict[int, tuple[int, ...]] = {}
         session_turns: dict[str, list[int]] = {}
         for session_id, date, session in zip(
             item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True
@@ -181,8 +196,9 @@ def load_longmemeval(path: str | Path) -> list[Dialogue]:
                     groups.append([])
                 groups[-1].append(message)
             for group in groups:
-                if any(m.get("has_answer") for m in group):
-                    evidence.add(len(turns))
+                gold = tuple(k for k, m in enumerate(group) if m.get("has_answer"))
+                if gold:
+                    evidence[len(turns)] = gold
                 session_turns.setdefault(session_id, []).append(len(turns))
                 turns.append(Turn(len(turns), tuple(_longmemeval_message(m, date) for m in group)))
         answer = str(item.get("answer", ""))
@@ -198,6 +214,7 @@ def load_longmemeval(path: str | Path) -> list[Dialogue]:
             str(item.get("question_type", "")),
             date=item.get("question_date"),
             sessions=sessions,
+            evidence_messages=tuple(evidence[t] for t in sorted(evidence)),
         )
         dialogues.append(Dialogue(str(item["question_id"]), turns, [question]))
     return dialogues

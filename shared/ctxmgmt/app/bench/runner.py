@@ -176,6 +176,7 @@ def run_memory(
                     counter = CachedTokenCounter(as_token_counter(None))
                     full_tokens = sum(turn_tokens(counter, t) for t in dialogue.turns)
                 shown: Iterable[int] = range(len(dialogue.turns))
+                user_only: dict[int, int] = {}
                 text, tokens, total, ms = all_text, full_tokens, full_tokens, 0.0
             else:
                 budget = None
@@ -196,13 +197,14 @@ def run_memory(
                     context.tokens,
                     history_tokens,
                 )
+                user_only = context.user_only_turns
             result.questions.append(
                 QuestionRecord(
                     memory=name,
                     dialogue=dialogue.id,
                     category=question.category,
-                    recall=evidence_recall(question.evidence, shown),
-                    sessions=session_recall(question.sessions, shown),
+                    recall=evidence_recall(question.evidence, shown, user_only, question.evidence_messages),
+                    sessions=session_recall(question.sessions, [*shown, *user_only]),
                     contained=answer_contained(question.answer, text),
                     tokens=tokens,
                     history_tokens=total,

@@ -375,7 +375,9 @@ class DiscourseTreeStrategy(Strategy):
         when the verbatim turns span several topics and take more than ``summary_share`` of the
         history's tokens. Over budget, summary sections least similar to the query go first,
         then recalled turns (least relevant first), then the oldest path turns (the newest path
-        turn last of all).
+        turn last of all). What a budget leaves goes to the user messages of the most relevant
+        long turns not shown (over 1,000 characters: an assistant's long reply left out;
+        :data:`~ctxmgmt.scoring.vector_text.USER_PART_RANKS`).
         """
         query = bound_input(query)  # a huge message is read within the one input bound
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)

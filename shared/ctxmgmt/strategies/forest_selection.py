@@ -300,6 +300,10 @@ class ForestSelection:
             lines.append(f"dropped for the budget: {dropped}")
         if self.dropped_turns:
             lines.append(f"dropped for the budget: turns {sorted(self.dropped_turns)}")
+        if self.user_only:
+            lines.append(
+                f"user message alone, reply left out, with the budget left: turns {sorted(self.user_only)}"
+            )
         if self.capped:
             lines.append(
                 f"summaries of {len(self.capped)} topics and branches left out: the verbatim turns span "

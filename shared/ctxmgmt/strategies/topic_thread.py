@@ -151,8 +151,10 @@ class TopicThreadStrategy(Strategy):
     then the newest ``keep_last`` turns (a thread whose turns are all shown verbatim gets no
     summary). Within a budget the newest turns go in first, then
     summaries (best thread first, at most ``summary_share`` of the budget), then verbatim
-    turns by relevance, then (``fill``) relevant turns of the other threads; nothing is ever
-    cut mid-turn. Blocks are ordered: summaries, then verbatim turns chronologically.
+    turns by relevance, then (``fill``) relevant turns of the other threads. A turn over 1,000
+    characters (an assistant's long reply) goes in as its user message(s) first and gets its
+    reply back, most relevant first, while the budget allows (before the fill); no message is
+    ever cut. Blocks are ordered: summaries, then verbatim turns chronologically.
 
     Args:
         embedder: Any Embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding``;

@@ -23,15 +23,19 @@ class Picks:
     :meth:`~ctxmgmt.strategies.topic_thread.TopicThreadStrategy.select` takes, in this order,
     the newest turns (:meth:`take_recent`), the retrieved threads' summaries
     (:meth:`take_summaries`), their most relevant turns and then, to fill the budget, the
-    other threads' (:meth:`take_thread_turns`). Nothing is cut: what does not fit whole is
-    left out.
+    other threads' (:meth:`take_thread_turns`). No message is cut: a turn with ``user_part``
+    goes in as its user message(s) first and gets its reply back by :meth:`restore_replies`;
+    any other turn that does not fit whole is left out.
 
     Attributes:
         remaining: Tokens left of the budget (None: no budget).
-        turns: Turns shown verbatim.
+        turns: Turns shown verbatim and whole.
         reasons: Why each turn taken for its relevance is shown.
         filled: Turns of threads that were not retrieved, taken to fill the budget.
         dropped: What the budget left out, in words.
+        user_part: Turn -> tokens of its user message(s) when it may go without its reply
+            (:meth:`~ctxmgmt.strategies.base.Strategy.long_user_part`), else None; None: never.
+        user_only: Turns shown as their user message(s) alone -> those tokens.
     """
 
     remaining: int | None
@@ -104,7 +108,9 @@ class Picks:
         candidates: list[tuple[float, int, int]] = []
         for slot in slots:
             ranked = sorted(slot.turns, key=lambda i: (-relevance[i], i))
-            best = [i for i in ranked if i not in self.turns and relevance[i] > floor]
+            best = [
+                i for i in ranked if i not in self.turns and i not in self.user_only and relevance[i] > floor
+            ]
             candidates.extend((float(relevance[i]), i, slot.id) for i in best[:per_thread])
         for score, i, slot_id in sorted(candidates, key=lambda c: (-c[0], c[1])):
             if i in self.turns or i in self.user_only:

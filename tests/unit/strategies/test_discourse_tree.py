@@ -764,6 +764,7 @@ def test_with_budget_left_the_most_relevant_long_turns_send_their_user_message(h
     assert tight.tokens <= budget and {3, 4, 5} <= set(tight.turn_indices)
     parts = tight.user_only_turns
     assert parts and set(parts) <= {0, 1, 2}  # the baking turns' user messages, their replies left out
+    assert "reply left out" in tight.explain()
     for block in tight.blocks:
         if block.reply_left_out:
             assert block.messages == s.turns[block.turns[0]].messages[:1]

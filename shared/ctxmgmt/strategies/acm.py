@@ -352,7 +352,13 @@ class ACMStrategy(Strategy):
             self.finish_pending()
         limit = self.token_budget if budget is None else max(0, int(budget))
         packer = BudgetPacker(
-            self.config, self._cascade, self._turn_tokens, self._lexical, self._measure, self.cascade_floor
+            self.config,
+            self._cascade,
+            self._turn_tokens,
+            self._lexical,
+            self._measure,
+            self.cascade_floor,
+            user_part=self.long_user_part,
         )
         layout = ContextLayout(self, self._cascade, self.config)
         context = Context(query=query, strategy=self.name, history_tokens=self.total_tokens)

@@ -44,11 +44,13 @@ class ContextLayout:
         # recalled turns and older query spans, chronological (one block per run of either)
         names = ", ".join(sorted({r.text for r in packing.mentioned.values()}))
         older = sorted([*packing.recalled, *(t for t in packing.query_spans if t < start)])
+        blocks = []
         for recalled, run in itertools.groupby(older, key=lambda t: t in packing.recalled):
             reason = "query spans: older turns it needs"
             if recalled:
                 reason = f"recalled: the query mentions {names}"
-            context.blocks.append(self.strategy.turns_block(list(run), reason))
+            blocks.append(self.strategy.turns_block(list(run), reason))
+        context.blocks.extend(sorted([*blocks, *self._user_only_blocks(packing)], key=lambda b: b.turns[0]))
         if packing.summary_lines:
             context.blocks.append(self._summary_block(packing))
         if packing.verbatim:
@@ -84,9 +86,10 @@ class ContextLayout:
         if asked:
             reason = "the query's turns: spans and mentioned entities"
             context.blocks.append(self.strategy.turns_block(asked, reason))
+        context.blocks.extend(self._user_only_blocks(packing))
         while context.blocks and context.tokens > budget:  # pragma: no cover - each part was fitted to it
             context.blocks.pop(0)
-        prefix = len(context.blocks) - (1 if asked and context.blocks else 0)
+        prefix = len(context.blocks) - (1 if asked and context.blocks else 0) - len(packing.query_user_only)
         context.details.update(
             self._details(packing, self.cascade.tiers(len(self.strategy))),
             stable_blocks=prefix,
@@ -99,6 +102,11 @@ class ContextLayout:
             ],
         )
         return context
+
+    def _user_only_blocks(self, packing: Packing) -> list[Block]:
+        """The older turns the query needs shown as their user message(s) alone, chronological."""
+        reason = "query spans: an older turn it needs, its long reply left out"
+        return [self.strategy.user_part_block(t, reason) for t in sorted(packing.query_user_only)]
 
     def _entity_block(self, packing: Packing, reason: str) -> Block:
         """The entity block: the lines shown, with the turns their entities come from."""
@@ -125,6 +133,7 @@ class ContextLayout:
             "verbatim": packing.verbatim,
             "recalled": packing.recalled,
             "query_spans": packing.query_spans,
+            "query_user_only": sorted(packing.query_user_only),
             "mentioned": sorted(r.text for r in packing.mentioned.values()),
             "summaries": [asdict(s) for s in self.cascade.summary_tier.items],
             "entities_shown": len(packing.entity_lines),
@@ -156,6 +165,8 @@ class ContextLayout:
                 f"query spans (BM25 + KadaneDial, {self.config.query_share:.0%} of the floor): "
                 f"turns {packing.query_spans}"
             )
+        if packing.query_user_only:
+            lines.append(f"user message alone, reply left out: turns {sorted(packing.query_user_only)}")
         if packing.mentioned:
             lines.append(
                 f"query mentions {sorted(r.text for r in packing.mentioned.values())}: "

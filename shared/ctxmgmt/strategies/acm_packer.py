@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,6 +18,7 @@ from ctxmgmt.scoring.kadane import (
     trim_to_budget,
 )
 from ctxmgmt.scoring.lexical import BM25Index
+from ctxmgmt.scoring.vector_text import USER_PART_RANKS
 from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_cascade import TierCascade
 from ctxmgmt.strategies.acm_entity_tier import ENTITY_HEADER, EntityRecord, recall_order
@@ -72,6 +73,8 @@ class Packing:
         floor: The verbatim floor, ``unmodified_ratio`` of b (of B with ``stable_layout``).
         verbatim: Turns of the verbatim tier shown (with the query spans among them), ascending.
         query_spans: Turns the query needs, found by BM25 + KadaneDial, ascending.
+        query_user_only: Older turns the query needs shown as their user message(s) alone (a long
+            reply left out for the query's share) -> those tokens.
         recalled: Turns of the entity tier behind entities the query mentions (ascending;
             best first with ``stable_layout``).
         mentioned: The entities the query mentions, by key.
@@ -87,6 +90,7 @@ class Packing:
     floor: int
     verbatim: list[int] = field(default_factory=list)
     query_spans: list[int] = field(default_factory=list)
+    query_user_only: dict[int, int] = field(default_factory=dict)
     recalled: list[int] = field(default_factory=list)
     mentioned: dict[str, EntityRecord] = field(default_factory=dict)
     summaries: list[SummaryItem] = field(default_factory=list)
@@ -124,6 +128,8 @@ class BudgetPacker:
         measure: Counts the text blocks.
         cascade_floor: What the cascade keeps the verbatim tier within
             (:attr:`~ctxmgmt.strategies.acm.ACMStrategy.cascade_floor`).
+        user_part: Turn -> tokens of its user message(s) when a long reply may be left out
+            (:meth:`~ctxmgmt.strategies.base.Strategy.long_user_part`), else None; None: never.
     """
 
     def __init__(
@@ -134,6 +140,7 @@ class BudgetPacker:
         lexical: BM25Index,
         measure: BlockMeasure,
         cascade_floor: int,
+        user_part: Callable[[int], int | None] | None = None,
     ) -> None:
         self.config = config
         self.cascade = cascade
@@ -141,6 +148,7 @@ class BudgetPacker:
         self.lexical = lexical
         self.measure = measure
         self.cascade_floor = cascade_floor
+        self.user_part = user_part
         self._cursor = len(turn_tokens) - 1  # the newest verbatim turn not yet taken
 
     # -- the default layout -----------------------------------------------------------------------
@@ -154,8 +162,9 @@ class BudgetPacker:
         # 1. the newest turn, the query's spans, then the newest verbatim turns up to the floor
         self._take_newest_turn(packing)
         spans_cap = min(int(self.config.query_share * packing.floor), budget - packing.used)
-        packing.query_spans = self.query_spans(query, spans_cap, set(packing.verbatim))
-        packing.used += self._tokens_of(packing.query_spans)
+        found = self.query_turns(query, spans_cap, set(packing.verbatim))
+        packing.query_spans, packing.query_user_only = found
+        packing.used += self._tokens_of(packing.query_spans) + sum(packing.query_user_only.values())
         self._take_older_turns(packing, packing.floor)
         # 2. query recall in its share of the band
         order = self._mention(packing, query)
@@ -210,7 +219,7 @@ class BudgetPacker:
     def _recall(self, packing: Packing, order: list[int], cap: int) -> None:
         """Add the turns of ``order`` that fit while the recalled turns stay within ``cap`` tokens."""
         for t in order:
-            if t in packing.recalled or t in packing.query_spans:
+            if t in packing.recalled or t in packing.query_spans or t in packing.query_user_only:
                 continue
             cost = self.turn_tokens[t]
             if cost <= cap - self._tokens_of(packing.recalled) and packing.used + cost <= packing.budget:
@@ -303,41 +312,71 @@ class BudgetPacker:
     def _take_query_turns(self, packing: Packing, query: str, room: int) -> None:
         """The query's spans, then the turns behind the entities it mentions, within ``room`` tokens."""
         if self.config.query_share > 0:
-            packing.query_spans = self.query_spans(query, room, set(packing.verbatim))
-        room -= self._tokens_of(packing.query_spans)
+            found = self.query_turns(query, room, set(packing.verbatim))
+            packing.query_spans, packing.query_user_only = found
+        room -= self._tokens_of(packing.query_spans) + sum(packing.query_user_only.values())
         if self.config.query_recall and self.cascade.entity_tier.records:
             packing.mentioned = self.cascade.entity_tier.mentioned(query)
         if not packing.mentioned:
             return
-        for t in recall_order(packing.mentioned, set(packing.verbatim) | set(packing.query_spans)):
+        shown = set(packing.verbatim) | set(packing.query_spans) | set(packing.query_user_only)
+        for t in recall_order(packing.mentioned, shown):
             if self.turn_tokens[t] <= room:
                 packing.recalled.append(t)
                 room -= self.turn_tokens[t]
 
     # -- the query's turns ------------------------------------------------------------------------
     def query_spans(self, query: str, cap: int, taken: set[int]) -> list[int]:
-        """Turns the query needs, within ``cap`` tokens, ascending (beyond ACM).
+        """Turns the query needs whole, within ``cap`` tokens, ascending: :meth:`query_turns`' first part."""
+        return self.query_turns(query, cap, taken)[0]
+
+    def query_turns(self, query: str, cap: int, taken: set[int]) -> tuple[list[int], dict[int, int]]:
+        """Turns the query needs within ``cap`` tokens (beyond ACM): (whole, ascending; user part -> tokens).
 
         ``query_turns="spans"``: spans of consecutive turns found as KadaneDial finds them
         (:func:`ctxmgmt.scoring.kadane.kadane_dial`, gain shift ``TUNED_TAU``, the neighbour
         term of ``KadaneDialConfig``) on each turn's BM25 score for ``query`` scaled to [0, 1];
         over ``cap``, the lowest-scoring span edges go first. ``"best"``: the turns with the
         best BM25 score first, each while it fits in ``cap`` (:meth:`best_turns`). ``taken``
-        turns are shown anyway and left out. None when ``cap`` is not positive or no turn
+        turns are shown anyway and left out. Nothing when ``cap`` is not positive or no turn
         shares a word with the query.
+
+        When the turns found do not fit and some are long older turns (``user_part``: an
+        assistant's long reply, before the verbatim tier), those go first as their user
+        message(s) alone, best BM25 first, with the long older turns among the
+        :data:`~ctxmgmt.scoring.vector_text.USER_PART_RANKS` best that were not found; replies
+        come back best first while they fit (:func:`~ctxmgmt.scoring.kadane.keep_best_within`).
         """
         if cap <= 0 or not self.turn_tokens:
-            return []
+            return [], {}
         relevance = self.lexical.scores(query)
         top = float(relevance.max()) if len(relevance) else 0.0
         if top <= 0:
-            return []
+            return [], {}
         if self.config.query_turns == "best":
-            return self.best_turns(relevance, cap, taken)
-        signal = shape_signal(relevance / top, sharpness=1.0, neighbour_weight=NEIGHBOUR_WEIGHT)
-        chosen = set(kadane_dial(signal, tau=TUNED_TAU, theta=THETA).selected) - taken
+            chosen = {t for t in range(len(relevance)) if relevance[t] > 0} - taken
+        else:
+            signal = shape_signal(relevance / top, sharpness=1.0, neighbour_weight=NEIGHBOUR_WEIGHT)
+            chosen = set(kadane_dial(signal, tau=TUNED_TAU, theta=THETA).selected) - taken
+        if self._tokens_of(sorted(chosen)) > cap:
+            floor = float(relevance.mean())
+            best = [int(t) for t in np.argsort(-relevance, kind="stable")[:USER_PART_RANKS]]
+            ranked = [t for t in best if relevance[t] > floor and t not in taken]
+            parts = self._user_parts(chosen | set(ranked))
+            if parts:
+                kept = keep_best_within(chosen, relevance, set(), self.turn_tokens, cap, parts, also=ranked)
+                return sorted(chosen), {t: parts[t] for t in kept.user_only}
+        if self.config.query_turns == "best":
+            return self.best_turns(relevance, cap, taken), {}
         trim_to_budget(chosen, signal, set(), self.turn_tokens, cap)
-        return sorted(chosen)
+        return sorted(chosen), {}
+
+    def _user_parts(self, turns: set[int]) -> dict[int, int]:
+        """Long turns of ``turns`` older than the verbatim tier -> tokens of their user message(s)."""
+        if self.user_part is None:
+            return {}
+        found = {t: self.user_part(t) for t in turns if t < self.cascade.verbatim_start}
+        return {t: n for t, n in found.items() if n is not None}
 
     def best_turns(self, relevance: np.ndarray, cap: int, taken: set[int]) -> list[int]:
         """Turns scoring above 0, best first (ties: the older), each while within ``cap`` tokens; ascending.

@@ -72,6 +72,7 @@ def test_default_details_report_the_budget_tiers_and_calls_and_explain_them():
         "verbatim",
         "recalled",
         "query_spans",
+        "query_user_only",
         "mentioned",
         "summaries",
         "entities_shown",

@@ -118,3 +118,30 @@ def test_a_turn_too_long_for_the_room_is_skipped_not_the_end():
     p = packer(query_turns="best")
     p.turn_tokens = [*TOKENS[:4], 30, *TOKENS[5:]]  # turn 4, the best, no longer fits in 25
     assert p.query_spans("Priya lent the ladder", 25, set()) == [12]
+
+
+def test_long_older_turns_the_query_needs_go_as_their_user_message_when_the_room_is_short():
+    for mode in ("spans", "best"):
+        p = packer(query_turns=mode)
+        p.turn_tokens = [*TOKENS[:4], 60, *TOKENS[5:12], 60, *TOKENS[13:]]  # turns 4 and 12: long replies
+        p.user_part = {4: 8, 12: 8}.get  # what each user said: 8 tokens
+        whole, alone = p.query_turns("ladder", 200, set())
+        assert {4, 12} <= set(whole) and alone == {}  # room for both: whole (a span may hold a neighbour)
+        whole, alone = p.query_turns("ladder", 20, set())
+        assert {*whole} <= {3, 5, 11, 13} and alone == {4: 8, 12: 8}  # both users' messages, no reply
+        whole, alone = p.query_turns("ladder", 68, {3, 5, 11, 13})
+        assert len(whole) == 1 and len(alone) == 1 and {*whole, *alone} == {4, 12}  # one reply fits
+        p.cascade.verbatim_start = 10  # turn 12 is in the verbatim tier: never cut
+        assert p.query_turns("ladder", 20, {3, 5, 11, 13})[1] == {4: 8}
+    assert packer().pack("who lent the ladder", 200).query_user_only == {}  # no long turn: no change
+
+
+def test_a_packing_counts_the_user_messages_it_shows():
+    p = packer()
+    p.turn_tokens = [*TOKENS[:4], 60, *TOKENS[5:12], 60, *TOKENS[13:]]
+    p.user_part = {4: 8, 12: 8}.get
+    packing = p.pack("ladder", 200)
+    assert packing.query_user_only  # the query's share of the floor (75) does not hold both turns whole
+    turns = {*packing.verbatim, *packing.recalled, *packing.query_spans}
+    assert not turns & set(packing.query_user_only)  # never both a user message and its whole turn
+    assert packing.used <= 200

@@ -190,6 +190,9 @@ for i in range(300):  # delivered at once: ACM's entities take the worker about 
 memory.put_messages(history)
 memory.get(input="what about topic 3?")
 conversation = memory._conversation()  # turns to derive, or (ACM) their entities to extract
+deadline = time.monotonic() + 60  # KadaneDial's call leaves all 300 to the worker: let it store some
+while len(conversation.strategy) == 0 and time.monotonic() < deadline:
+    time.sleep(0.02)
 assert conversation.backlog > 0 or conversation.strategy.pending_work() > 0
 print("last statement", flush=True)
 """

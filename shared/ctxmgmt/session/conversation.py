@@ -32,10 +32,10 @@ Copies (``copy.deepcopy``, ``pickle``): a conversation is copied whole (converte
 derived state, backlog) under its lock, with a lock of its own; its strategy's components and
 its store are shared by a deep copy (:mod:`ctxmgmt.adapter.copying`).
 
-Settings: :data:`INDEX_SECONDS`, :data:`BACKGROUND`, :data:`PREPARE_TURNS`, :data:`CATCH_UP_BATCH`
-and :data:`FIRST_STEP` are read here. The background worker's settings (``WORKER_NICE``,
-``FREEZE_AT_EXIT``, ``STOP_SECONDS``, ``REST_SHARE``) live in :mod:`ctxmgmt.session.worker`;
-reading or setting them on this module reads or sets them there.
+Settings: :data:`INDEX_SECONDS`, :data:`BACKGROUND`, :data:`PREPARE_TURNS`, :data:`CATCH_UP_BATCH`,
+:data:`FIRST_STEP` and :data:`LEAVE_TO_WORKER` are read here. The background worker's settings
+(``WORKER_NICE``, ``FREEZE_AT_EXIT``, ``STOP_SECONDS``, ``REST_SHARE``) live in
+:mod:`ctxmgmt.session.worker`; reading or setting them on this module reads or sets them there.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ __all__ = [
     "DEFAULT_SESSION",
     "FIRST_STEP",
     "INDEX_SECONDS",
+    "LEAVE_TO_WORKER",
     "PREPARE_TURNS",
     "Codec",
     "Conversation",
@@ -106,6 +107,15 @@ index chooses among the waiting turns (:class:`ctxmgmt.session.backlog.BacklogIn
 first :data:`FIRST_STEP` turns of a call are not timed, so a backlog always shrinks. Read when
 a conversation is created: set ``ctxmgmt.session.conversation.INDEX_SECONDS`` before the first call to
 change it for a process."""
+
+LEAVE_TO_WORKER = 64
+"""A call that brings more new turns than this to a strategy with a fast twin
+(:meth:`~ctxmgmt.strategies.base.Strategy.fast_twin`: KadaneDial, DiscourseTree, TopicThread)
+derives none of them itself while the background worker is on: it only loads or rewinds stored
+state, and the twin answers alone until every turn is derived, as it would after the call's
+:data:`INDEX_SECONDS` of work. Deriving in the call would only delay that answer (LongMemEval dev,
+one user's 250 turns: DiscourseTree's first answer 2.9 s, 1.9 s of it embedding its first 8 turns
+with MiniLM). A chat's new turn or two is derived in the call as before."""
 
 BACKGROUND = True
 """Whether a backlog is also derived between calls, by one daemon thread per process
@@ -353,12 +363,20 @@ class Conversation(Generic[T]):
         self.strategy.defer_work = deadline and self.index_seconds is not None and background
         if deadline and self.backlog and self.in_background and worker().holds(self):  # only answer
             self._derive(past, chains, progress, 0.0, first_step=0)
+        elif deadline and background and self._twin_answers(past):  # the worker derives all of it
+            self._derive(past, chains, progress, 0.0, first_step=0)
         else:
             seconds = self.index_seconds if deadline else None
             self._derive(past, chains, progress, seconds, first_step=self.untimed_turns)
         self._pending = (list(past), chains) if self.backlog else None
         if (self.backlog or self.strategy.pending_work()) and background:
             worker().submit(self)
+
+    def _twin_answers(self, past: Sequence[Turn]) -> bool:
+        """Whether ``past`` brings more than :data:`LEAVE_TO_WORKER` new turns to a strategy with a twin."""
+        has_twin = type(self.strategy).fast_twin is not Strategy.fast_twin
+        new = len(past) - len(self.strategy)
+        return has_twin and self.index_seconds is not None and new > LEAVE_TO_WORKER
 
     def _index_backlog(self, past: Sequence[Turn], chains: list[str]) -> BacklogIndex | None:
         """The fast index of ``past`` while a backlog is left (built then, dropped once it is gone)."""

@@ -260,7 +260,7 @@ def test_a_backlog_is_derived_in_the_background_between_calls(hashing_embedder, 
     )
     assert conversation.in_background
     history = [*chat(120), Note("user", "question 7 about cats")]
-    conversation.select(history)  # 8 untimed turns and one timed step: most of it waits
+    conversation.select(history)  # over LEAVE_TO_WORKER new turns: the call derives none
     assert conversation.backlog > 0
     assert conversation.wait_derived(timeout=60)  # the worker derives the rest, with no call
     full = Conversation("k2", KadaneDialStrategy(embedder=hashing_embedder), CODEC, index_seconds=None)
@@ -268,6 +268,32 @@ def test_a_backlog_is_derived_in_the_background_between_calls(hashing_embedder, 
     assert conversation.strategy.to_state() == full.strategy.to_state()
     assert store.load("k").chains == chain_hashes(conversation.history.turns[:120])  # written as it went
     assert conversation.select(history).context.blocks == expected
+
+
+@pytest.mark.parametrize(("turns", "in_call"), [(10, True), (64, True), (65, False), (300, False)])
+def test_a_long_history_for_a_strategy_with_a_twin_is_left_to_the_worker(
+    hashing_embedder, monkeypatch, turns, in_call
+):
+    """Defaults: a call that brings over LEAVE_TO_WORKER (64) new turns derives none; the twin answers."""
+    monkeypatch.setattr(conversation_module, "INDEX_SECONDS", 0.25)  # the shipped default, not the suite's
+    queued: list[Conversation[Note]] = []
+    monkeypatch.setattr(conversation_module._WORKER, "submit", queued.append)  # stepped by hand below
+    monkeypatch.setattr(conversation_module._WORKER, "holds", lambda c: any(c is q for q in queued))
+    conversation = Conversation("k", KadaneDialStrategy(embedder=hashing_embedder), CODEC)
+    history = [*chat(turns), Note("user", "question 7 about cats")]
+    context = conversation.select(history).context
+    if in_call:  # a few turns: derived in the call, the strategy answers
+        assert len(conversation.strategy) > 0 and "answered_by" not in context.details
+    else:
+        assert len(conversation.strategy) == 0 and conversation.backlog == turns
+        assert context.details["answered_by"] == "fast KadaneDial" and context.details["partial"]
+        assert queued == [conversation]
+        while conversation.derive_backlog_step():
+            pass
+        assert conversation.backlog == 0 and len(conversation.strategy) == turns
+    swin = Conversation("s", SWinStrategy(), CODEC)  # no twin: derives in the call as before
+    swin.select(history)
+    assert len(swin.strategy) == turns
 
 
 def test_while_the_worker_has_a_backlog_in_hand_a_call_only_answers(hashing_embedder, monkeypatch):

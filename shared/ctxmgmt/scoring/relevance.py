@@ -15,6 +15,19 @@ LEXICAL_WEIGHT = 0.3
 """Weight of the max-scaled BM25 score added to the cosine score (KadaneDial's, tuned on LoCoMo dev)."""
 
 
+def best_above_mean(scores: np.ndarray, count: int) -> list[int]:
+    """The (at most) ``count`` best turns by ``scores`` that score above the mean, best first.
+
+    Ties go to the earlier turn. The mean keeps a short or flat history from offering turns
+    unrelated to the query (a long turn's user message offered with what a budget leaves:
+    :data:`ctxmgmt.scoring.vector_text.USER_PART_RANKS`).
+    """
+    if not len(scores):
+        return []
+    floor = float(scores.mean())
+    return [int(i) for i in np.argsort(-scores, kind="stable")[:count] if scores[i] > floor]
+
+
 def fused_relevance(
     matrix: np.ndarray,
     query_vector: np.ndarray,

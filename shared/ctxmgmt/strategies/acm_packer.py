@@ -18,6 +18,7 @@ from ctxmgmt.scoring.kadane import (
     trim_to_budget,
 )
 from ctxmgmt.scoring.lexical import BM25Index
+from ctxmgmt.scoring.relevance import best_above_mean
 from ctxmgmt.scoring.vector_text import USER_PART_RANKS
 from ctxmgmt.strategies.acm_block_measure import BlockMeasure
 from ctxmgmt.strategies.acm_cascade import TierCascade
@@ -359,9 +360,7 @@ class BudgetPacker:
             signal = shape_signal(relevance / top, sharpness=1.0, neighbour_weight=NEIGHBOUR_WEIGHT)
             chosen = set(kadane_dial(signal, tau=TUNED_TAU, theta=THETA).selected) - taken
         if self._tokens_of(sorted(chosen)) > cap:
-            floor = float(relevance.mean())
-            best = [int(t) for t in np.argsort(-relevance, kind="stable")[:USER_PART_RANKS]]
-            ranked = [t for t in best if relevance[t] > floor and t not in taken]
+            ranked = [t for t in best_above_mean(relevance, USER_PART_RANKS) if t not in taken]
             parts = self._user_parts(chosen | set(ranked))
             if parts:
                 kept = keep_best_within(chosen, relevance, set(), self.turn_tokens, cap, parts, also=ranked)

@@ -387,8 +387,7 @@ class DiscourseTreeStrategy(Strategy):
         plan = self._plan(query)
         selection = self._selection(plan, query, self._query_vector(query))
         if budget is not None:
-            selection.fit(budget, self._summary_tokens, self.tokens_of)
-            used = self._summary_tokens(selection.kept) + self.tokens_of(selection.verbatim)
+            used = selection.fit(budget, self._summary_tokens, self.tokens_of)
             selection.fill_user_parts(budget - used, self.long_user_part, USER_PART_RANKS)
         self._add_blocks(context, selection)
         details = selection.details(self._forest, self.llm_calls, self.summary_share, explain=self.explains)

@@ -19,6 +19,7 @@ from ctxmgmt.components.decider import TopicDecision
 from ctxmgmt.components.summarizer import specific_terms
 from ctxmgmt.messages.context import span_label
 from ctxmgmt.messages.types import Turn
+from ctxmgmt.scoring.relevance import best_above_mean
 from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_records import Plan, Section
 
@@ -226,8 +227,8 @@ class ForestSelection:
         budget: int,
         summary_tokens: Callable[[Sequence[Section]], int],
         tokens_of: Callable[[Sequence[int]], int],
-    ) -> None:
-        """Cut to ``budget`` tokens.
+    ) -> int:
+        """Cut to ``budget`` tokens; returns the tokens of what is left (summary and verbatim turns).
 
         The least similar sections go first, then recalled turns (least ``relevance`` first),
         then the oldest path turns.
@@ -235,7 +236,10 @@ class ForestSelection:
         spare = sorted(
             self.extra - set(self.recent), key=lambda i: (self.relevance[i], -i)
         )  # least relevant first
-        while (self.kept or self.verbatim) and summary_tokens(self.kept) + tokens_of(self.verbatim) > budget:
+        while True:
+            used = summary_tokens(self.kept) + tokens_of(self.verbatim)
+            if not (self.kept or self.verbatim) or used <= budget:
+                return used
             if self.kept:
                 victim = min(self.kept, key=lambda s: (s.similarity, -len(s.turns)))
                 self.kept.remove(victim)
@@ -254,12 +258,11 @@ class ForestSelection:
         verbatim and have a user part to send alone (``user_part``: its tokens, else None), most
         relevant first, each if it fits (:attr:`user_only`).
         """
-        if not len(self.relevance) or room <= 0:
+        if room <= 0:
             return
-        floor = float(self.relevance.mean())
         shown = set(self.verbatim)
-        for i in [int(i) for i in np.argsort(-self.relevance, kind="stable")[:ranks]]:
-            if self.relevance[i] <= floor or i in shown:
+        for i in best_above_mean(self.relevance, ranks):
+            if i in shown:
                 continue
             part = user_part(i)
             if part is not None and part <= room:

@@ -31,7 +31,7 @@ from ctxmgmt.scoring.kadane import (
     trim_to_budget,
 )
 from ctxmgmt.scoring.lexical import BM25Index
-from ctxmgmt.scoring.relevance import LEXICAL_WEIGHT, fused_relevance
+from ctxmgmt.scoring.relevance import LEXICAL_WEIGHT, best_above_mean, fused_relevance
 from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.scoring.vector_text import USER_PART_RANKS, WINDOW_CHARS, vector_text
 from ctxmgmt.scoring.vectors import dot_rows, normalise
@@ -309,10 +309,10 @@ class KadaneDialStrategy(Strategy):
             dropped = trim_to_budget(chosen, scores, recent, self._turn_tokens, budget)
         elif budget is not None and self.tokens_of(sorted(chosen)) > budget:
             own = shape_signal(relevance, sharpness=self.sharpness, neighbour_weight=0.0)
-            floor = float(own.mean())  # above the history's mean: never a filler of unrelated turns
-            ranked = [int(i) for i in np.argsort(-own, kind="stable")[:USER_PART_RANKS] if own[i] > floor]
-            found = {i: self.long_user_part(i, self.window_chars) for i in chosen | set(ranked)}
-            parts = {i: n for i, n in found.items() if n is not None}
+            ranked = best_above_mean(own, USER_PART_RANKS)
+            candidates = chosen | set(ranked)
+            found = {i: self.long_user_part(i, self.window_chars) for i in candidates}
+            parts = {i: tokens for i, tokens in found.items() if tokens is not None}
             dropped, user_only = keep_best_within(
                 chosen, own, recent, self._turn_tokens, budget, parts, also=ranked
             )

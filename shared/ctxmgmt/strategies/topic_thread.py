@@ -325,7 +325,6 @@ class TopicThreadStrategy(Strategy):
         room = None if budget is None else int(budget * self.summary_share)
         summaries = picks.take_summaries(self._summaries(retrieved, scores), room)
         self._take_verbatim(picks, retrieved, relevance, fill=self.fill and budget is not None)
-        picks.restore_replies(relevance, self._turn_tokens)
         context.blocks.extend(self._blocks(picks, summaries, recent))
         context.details.update(self._details(picks, scores, retrieved, now))
         return context
@@ -367,6 +366,7 @@ class TopicThreadStrategy(Strategy):
             others = [slot for p, slot in enumerate(slots) if p not in retrieved]
             floor = float(relevance.mean())
             picks.take_thread_turns(others, relevance, costs, per_thread=per_thread, label=FILL, floor=floor)
+            picks.restore_replies(relevance, costs)  # then the fill's, in what is left
 
     def _blocks(self, picks: Picks, summaries: list[tuple[Slot, Block]], recent: list[int]) -> list[Block]:
         """Summaries of threads not wholly shown (oldest thread first), then the turns in runs."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ctxmgmt.scoring.lexical import BM25Index
-from ctxmgmt.scoring.relevance import fused_relevance
+from ctxmgmt.scoring.relevance import best_above_mean, fused_relevance
 from ctxmgmt.scoring.vectors import normalise
 
 TEXTS = ["my cat sleeps all day", "the weather in Lisbon", "cat food and cat toys"]
@@ -52,3 +52,11 @@ def test_given_cosines_are_used_instead_of_the_matrix(matrix) -> None:
     cosines = np.array([0.1, 0.2, 0.3])
     out = fused_relevance(matrix, query, index_of(TEXTS), "weather", lexical_weight=0.0, cosines=cosines)
     np.testing.assert_allclose(out, cosines)
+
+
+def test_best_above_mean_is_the_best_few_above_the_mean_best_first_ties_to_the_earlier():
+    scores = np.array([0.1, 0.9, 0.5, 0.9, 0.0, 0.2])  # mean 0.433
+    assert best_above_mean(scores, 10) == [1, 3, 2]
+    assert best_above_mean(scores, 2) == [1, 3]
+    assert best_above_mean(np.full(4, 0.5), 3) == []  # a flat history offers nothing
+    assert best_above_mean(np.zeros(0), 3) == []

@@ -6,7 +6,7 @@ import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 import numpy as np
@@ -174,6 +174,34 @@ class BM25Index:
             idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
             out[docs] += idf * tfs * (self.k1 + 1) / (tfs + saturation[docs])
         return out
+
+    def term_weights(self, query: str) -> dict[str, float]:
+        """BM25's idf of each distinct term of ``query`` that some document has (term -> weight)."""
+        n = len(self._lengths)
+        weights = {}
+        for term in set(tokenize(query)):
+            postings = self._postings_of(term)
+            if postings is not None:
+                df = len(postings[0])
+                weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return weights
+
+
+def match_share(weights: Mapping[str, float], part: str, whole: str) -> float | None:
+    """Share of the query weight ``whole`` matches that ``part`` of it matches (None: ``whole`` none).
+
+    ``weights`` are :meth:`BM25Index.term_weights`; a term counts once, present or not.
+
+    Example:
+        >>> match_share({"beagle": 2.0, "dog": 1.0}, "my dog", "my dog is a beagle")
+        0.3333333333333333
+    """
+    whole_terms = set(tokenize(whole)) & weights.keys()
+    total = sum(weights[t] for t in whole_terms)
+    if total <= 0:
+        return None
+    part_terms = set(tokenize(part)) & whole_terms
+    return sum(weights[t] for t in part_terms) / total
 
 
 def scores_for(texts: Sequence[str], query: str) -> np.ndarray:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ctxmgmt.components._coerce import component_name
@@ -16,7 +16,8 @@ from ctxmgmt.messages.context import Block, BlockKind, Context
 from ctxmgmt.messages.exceptions import ConfigurationError, CorruptStateError
 from ctxmgmt.messages.framing import DEFAULT_MEMORY_ROLE
 from ctxmgmt.messages.types import Message, Turn, memory_message
-from ctxmgmt.scoring.vector_text import WINDOW_CHARS
+from ctxmgmt.scoring.lexical import match_share
+from ctxmgmt.scoring.vector_text import USER_PART_MATCH, WINDOW_CHARS
 from ctxmgmt.strategies.params import StrategyConfig
 from ctxmgmt.strategies.state import jsonable
 
@@ -225,14 +226,28 @@ class Strategy(ABC):
             return None
         return messages_tokens(self.token_counter, part)
 
-    def long_user_part(self, index: int, window_chars: int | None = WINDOW_CHARS) -> int | None:
+    def long_user_part(
+        self,
+        index: int,
+        window_chars: int | None = WINDOW_CHARS,
+        weights: Mapping[str, float] | None = None,
+    ) -> int | None:
         """:meth:`user_part_tokens` of turn ``index`` when it is longer than ``window_chars`` (None: never).
 
         Such a turn is embedded as its user message alone (:func:`ctxmgmt.scoring.vector_text.vector_text`),
-        and a budget may send that message without the reply.
+        and a budget may send that message without the reply. With the query's term ``weights``
+        (:meth:`~ctxmgmt.scoring.lexical.BM25Index.term_weights`), only when the user message
+        holds at least :data:`~ctxmgmt.scoring.vector_text.USER_PART_MATCH` of the weight the
+        turn matches (or the turn matches none): else the reply is what the query asks about.
         """
-        if window_chars is None or len(self._turns[index].text) <= window_chars:
+        turn = self._turns[index]
+        if window_chars is None or len(turn.text) <= window_chars:
             return None
+        if weights:
+            user = " ".join(m.text for m in turn.user_part)
+            share = match_share(weights, user, turn.text)
+            if share is not None and share < USER_PART_MATCH:
+                return None
         return self.user_part_tokens(index)
 
     def user_part_block(self, index: int, reason: str = "") -> Block:

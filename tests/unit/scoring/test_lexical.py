@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from ctxmgmt.scoring.lexical import STOPWORDS, BM25Index, scores_for, tokenize, words
+from ctxmgmt.scoring.lexical import STOPWORDS, BM25Index, match_share, scores_for, tokenize, words
 
 
 def test_tokenize_drops_stop_words_and_stems() -> None:
@@ -114,3 +114,19 @@ def test_without_common_words_drops_words_most_documents_share() -> None:
         index.add(text)
     assert index.without_common_words("dogs and the vet", max_share=0.5) == "and the vet"
     assert index.without_common_words("dogs and the vet", max_share=0.9) == "dogs and the vet"
+
+
+def test_term_weights_are_the_idf_of_the_query_terms_some_document_has() -> None:
+    index = BM25Index()
+    for text in ["my dog is a beagle", "my dog barks", "the cat sleeps"]:
+        index.add(text)
+    weights = index.term_weights("Is my beagle a dog or a unicorn?")
+    assert set(weights) == {"beagle", "dog"}  # "unicorn": in no document; "is", "my", "a": stop words
+    assert weights["beagle"] > weights["dog"] > 0  # the rarer term weighs more
+
+
+def test_match_share_is_the_part_s_share_of_the_query_weight_the_whole_matches() -> None:
+    weights = {"beagle": 2.0, "dog": 1.0}
+    assert match_share(weights, "my dog", "my dog is a beagle") == pytest.approx(1 / 3)
+    assert match_share(weights, "a beagle and a dog", "a beagle and a dog") == 1.0
+    assert match_share(weights, "hello", "nothing the query asks") is None  # the whole matches none

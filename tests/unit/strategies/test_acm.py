@@ -313,12 +313,12 @@ def test_query_spans_share_the_verbatim_floor():
     texts = [f"My neighbour Zed{i} owns a blue boat." for i in range(40)]
     texts[5] = "I lent my ladder to the painter."
     texts[6] = "The painter will return the ladder on Friday."
-    s = make(200)  # floor 150 tokens: 75 for the query spans, 75 for the newest turns
+    s = make(200)  # floor 150 tokens: 90 for the query spans (query_share 0.6), 60 for the newest turns
     s.add_many([turn(i, text=t) for i, t in enumerate(texts)])
     assert 5 in s.tiers["entities"] or 5 in s.tiers["summary"]
     context = s.select("When does the painter return my ladder?")
     spans = context.details["query_spans"]
-    assert {5, 6} <= set(spans) and s.tokens_of(spans) <= 75  # the span, grown by its neighbours
+    assert {5, 6} <= set(spans) and s.tokens_of(spans) <= 90  # the span, grown by its neighbours
     blocks = [b for b in context.blocks if b.kind == "turns"]
     assert tuple(spans) == blocks[0].turns and "query spans" in blocks[0].reason
     assert blocks[-1].turns[-1] == 39  # the newest turns keep the rest of the floor
@@ -684,3 +684,18 @@ def test_an_extractor_that_depends_on_the_batch_is_never_deferred_and_a_restored
     assert restored.pending_work() > 0 and restored.pending_job(8) is None
     assert restored.finish_pending() > 0 and restored.pending_work() == 0
     assert restored.entities == deferred.entities
+
+
+def test_a_long_turn_goes_as_its_user_message_alone_only_when_that_message_is_what_the_query_matches():
+    texts = [f"My neighbour Zed{i} owns a blue boat." for i in range(40)]
+    reply = "Sure. Toast cumin and coriander, add the lentils and simmer the curry slowly. " * 20
+    s = make(200)  # floor 150 tokens: 90 for the query's turns; turn 40 (about 260 words) never fits whole
+    s.add_many([turn(i, text=t) for i, t in enumerate(texts)])
+    s.add(Turn(40, (Message("user", "Can you give me a recipe for dinner?"), Message("assistant", reply))))
+    s.add_many([turn(i, text=t) for i, t in enumerate(texts, start=41)][:40])
+    asked_reply = s.select("Which spices went into the lentil curry?")  # the reply holds the words
+    assert 40 not in asked_reply.details["query_user_only"]
+    assert "Can you give me a recipe for dinner?" not in asked_reply.text()
+    asked_user = s.select("What did I ask for a dinner recipe?")  # the user message holds them
+    assert asked_user.details["query_user_only"] == [40]
+    assert "Can you give me a recipe for dinner?" in asked_user.text() and "cumin" not in asked_user.text()

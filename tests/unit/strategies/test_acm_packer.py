@@ -141,7 +141,7 @@ def test_a_packing_counts_the_user_messages_it_shows():
     p.turn_tokens = [*TOKENS[:4], 60, *TOKENS[5:12], 60, *TOKENS[13:]]
     p.user_part = {4: 8, 12: 8}.get
     packing = p.pack("ladder", 200)
-    assert packing.query_user_only  # the query's share of the floor (75) does not hold both turns whole
+    assert packing.query_user_only  # the query's share of the floor (90) does not hold both turns whole
     turns = {*packing.verbatim, *packing.recalled, *packing.query_spans}
     assert not turns & set(packing.query_user_only)  # never both a user message and its whole turn
     assert packing.used <= 200

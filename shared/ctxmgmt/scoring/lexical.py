@@ -171,7 +171,7 @@ class BM25Index:
             if postings is None:
                 continue
             docs, tfs = postings
-            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            idf = _idf(n, len(docs))
             out[docs] += idf * tfs * (self.k1 + 1) / (tfs + saturation[docs])
         return out
 
@@ -182,9 +182,13 @@ class BM25Index:
         for term in set(tokenize(query)):
             postings = self._postings_of(term)
             if postings is not None:
-                df = len(postings[0])
-                weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                weights[term] = _idf(n, len(postings[0]))
         return weights
+
+
+def _idf(documents: int, with_term: int) -> float:
+    """BM25's (Lucene's, never negative) idf of a term ``with_term`` of ``documents`` documents have."""
+    return math.log(1.0 + (documents - with_term + 0.5) / (with_term + 0.5))
 
 
 def match_share(weights: Mapping[str, float], part: str, whole: str) -> float | None:

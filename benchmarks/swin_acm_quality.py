@@ -1,4 +1,4 @@
-"""SWinSummaryBuffer and ACMTieredBuffer quality with chosen parameters, beside top-k BM25.
+"""SWin, ACM and the structure memories' fast twins with chosen parameters, beside top-k BM25.
 
 Run: ``python benchmarks/swin_acm_quality.py DATA [--budget 4000] [--every 3] [--set swin:NAME=VALUE]``.
 Replays each dialogue of ``DATA`` (LoCoMo, MT-Bench+ or LongMemEval, as ``ctxmgmt bench``
@@ -11,7 +11,13 @@ user turn first, as ``ctxmgmt bench`` does) for these rows (``--only`` picks som
   LangChain ``max_token_limit`` feed it);
 - ``acm2000``: ``ACMStrategy`` at its default cascade budget selected at ``--budget`` (what
   ``ctxmgmt bench --budget`` measures);
-- ``bm25``: top-k BM25 turns (needs ``--budget``; the issue 34 baseline).
+- ``bm25``: top-k BM25 turns (needs ``--budget``; the issue 34 baseline);
+- ``dt``, ``tt``: ``DiscourseTreeStrategy`` / ``TopicThreadStrategy`` with the ``--set dt:...`` /
+  ``--set tt:...`` parameters (MiniLM: slow on LongMemEval);
+- ``dt_twin``, ``tt_twin``: their fast twins (``Strategy.fast_twin`` given the bundled MiniLM for
+  the questions, as a conversation builds them), which answer a history asked at once;
+  ``--twin-decider-shift X`` raises every similarity threshold of DiscourseTree's twin's decider
+  by ``X`` (an experiment: the static encoder's cosines run higher than MiniLM's).
 
 Without ``--budget`` the memories choose their own size (``ctxmgmt bench`` without
 ``--budget``). Prints evidence recall, session recall, answer containment (``_abs`` items
@@ -37,8 +43,26 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from ctxmgmt.app.bench.baselines import TopKBM25Strategy  # noqa: E402
 from ctxmgmt.app.bench.data import load_dialogues  # noqa: E402
 from ctxmgmt.app.bench.runner import run_memory  # noqa: E402
-from ctxmgmt.strategies import ACMStrategy, SWinStrategy  # noqa: E402
+from ctxmgmt.components.decider import SHIFT_FEATURES, SHIFT_MODEL, EmbeddedDecider  # noqa: E402
+from ctxmgmt.components.decider.embedded import THETA_SWITCH, THETA_TOPIC, THETA_UNRELATED  # noqa: E402
+from ctxmgmt.components.embedder import default_embedder  # noqa: E402
+from ctxmgmt.strategies import ACMStrategy, DiscourseTreeStrategy, SWinStrategy, TopicThreadStrategy  # noqa: E402
 from ctxmgmt.strategies.base import Strategy  # noqa: E402
+
+
+def shifted(twin: DiscourseTreeStrategy, shift: float) -> DiscourseTreeStrategy:
+    """``twin`` with a decider whose similarity thresholds (and shift-model means) are ``shift`` higher."""
+    if shift:
+        similarities = {SHIFT_FEATURES.index(f) for f in ("centroid", "recent", "best", "window", "other")}
+        model = dict(SHIFT_MODEL)
+        model["mean"] = [m + shift * (i in similarities) for i, m in enumerate(SHIFT_MODEL["mean"])]
+        twin.decider = EmbeddedDecider(
+            theta_topic=THETA_TOPIC + shift,
+            theta_switch=THETA_SWITCH + shift,
+            theta_unrelated=THETA_UNRELATED + shift,
+            shift_model=model,
+        )
+    return twin
 
 
 def main() -> None:
@@ -47,11 +71,14 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=0, help="first N dialogues (after --every)")
     parser.add_argument("--every", type=int, default=1, help="every k-th dialogue")
     parser.add_argument("--budget", type=int, default=0, help="fixed budget per question (0: none)")
-    parser.add_argument("--only", action="append", help="only these rows (swin, acm, acm2000, bm25)")
+    parser.add_argument(
+        "--only", action="append", help="only these rows (swin, acm, acm2000, bm25, dt, dt_twin, tt, tt_twin)"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="MEMORY:NAME=VALUE")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--twin-decider-shift", type=float, default=0.0, help="see the module docstring")
     args = parser.parse_args()
-    params: dict[str, dict[str, Any]] = {"swin": {}, "acm": {}}
+    params: dict[str, dict[str, Any]] = {"swin": {}, "acm": {}, "dt": {}, "tt": {}}
     for item in args.set:
         owner, _, pair = item.partition(":")
         name, _, value = pair.partition("=")
@@ -66,6 +93,18 @@ def main() -> None:
         "acm": ("ACMTieredBuffer", lambda: ACMStrategy(**acm_params)),
         "acm2000": ("ACMTieredBuffer (token_budget=2000)", lambda: ACMStrategy(**params["acm"])),
         "bm25": ("top-k BM25 turns", TopKBM25Strategy),
+        "dt": ("DiscourseTreeMemory", lambda: DiscourseTreeStrategy(**params["dt"])),
+        "dt_twin": (
+            "DiscourseTree's fast twin",
+            lambda: shifted(
+                DiscourseTreeStrategy(**params["dt"]).fast_twin(default_embedder()), args.twin_decider_shift
+            ),
+        ),
+        "tt": ("TopicThreadMemory", lambda: TopicThreadStrategy(**params["tt"])),
+        "tt_twin": (
+            "TopicThread's fast twin",
+            lambda: TopicThreadStrategy(**params["tt"]).fast_twin(default_embedder()),
+        ),
     }
     chosen = args.only or (list(rows) if b else ["swin", "acm"])
     budgets = {d.id: [b] * len(d.questions) for d in dialogues} if b else None

@@ -430,24 +430,36 @@ def test_turn_relevance_is_the_shared_fused_relevance():
 
 
 def test_the_fast_twin_keeps_the_config_and_counter_with_the_static_encoder_and_no_llm(hashing_embedder):
-    from ctxmgmt.app.testing import FakeLLM, plausible_answer
+    from ctxmgmt.app.testing import FakeLLM, HashingEmbedder, plausible_answer
+    from ctxmgmt.components.embedder import embed_query
     from ctxmgmt.components.static_embedder import StaticEmbedder
     from ctxmgmt.components.summarizer import ExtractiveSummarizer
+    from ctxmgmt.scoring.relevance import fused_relevance
 
     llm = FakeLLM(plausible_answer)
     strategy = TopicThreadStrategy(
         embedder=hashing_embedder, summarizer=llm, token_counter=words, tau=0.3, top_k=2
     )
-    twin = strategy.fast_twin(hashing_embedder)
+    twin = strategy.fast_twin()
     assert isinstance(twin, TopicThreadStrategy) and twin is not strategy and len(twin) == 0
     assert twin.config == strategy.config and twin.tau == 0.3
     assert twin.token_counter.count("one two three") == 3  # the strategy's counter (words)
-    assert isinstance(twin.embedder, StaticEmbedder)  # turns and questions: the static encoder
+    assert isinstance(twin.embedder, StaticEmbedder)  # no questions: the static encoder for all
     assert not isinstance(twin.summarizer, FakeLLM) and isinstance(twin.summarizer, ExtractiveSummarizer)
-    twin.add_many(
-        [Turn(i, (Message("user", f"Rome trip day {i}"), Message("assistant", "ok"))) for i in range(12)]
-    )
-    assert twin.select("What did we do in Rome?").blocks and twin.llm_calls == 0 and llm.prompts == []
+    turns = [Turn(i, (Message("user", f"Rome trip day {i}"), Message("assistant", "ok"))) for i in range(12)]
+    twin.add_many(turns)
+    query = "What did we do in Rome?"
+    assert twin.select(query).blocks and twin.llm_calls == 0 and llm.prompts == []
+
+    questions = HashingEmbedder(dim=384)  # the static encoder's dimension, as MiniLM's
+    asked = strategy.fast_twin(questions)
+    asked.add_many(turns)
+    assert isinstance(asked.embedder, StaticEmbedder)  # threads: built and retrieved in the static space
+    assert asked.scores(asked._query_vector(query), 12) == twin.scores(twin._query_vector(query), 12)
+    ranked_by = embed_query(questions, query)[0].astype(np.float64)  # turns: by ``questions``
+    expected = fused_relevance(asked._rows.matrix(), ranked_by, asked._lexical, query, lexical_weight=0.3)
+    np.testing.assert_allclose(asked.turn_relevance(query), expected)
+    assert not np.allclose(twin.turn_relevance(query), expected)
 
 
 def test_over_budget_a_long_turn_sends_its_user_message_alone():

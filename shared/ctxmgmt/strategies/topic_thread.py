@@ -58,6 +58,13 @@ LEXICAL_WEIGHT = 0.3
 """Weight of the max-scaled BM25 score when ranking a thread's turns for the query."""
 LOG_ENTRIES = 200
 """Write-back events kept in the log (the newest; persisted numbered, see :class:`CappedLog`)."""
+TWIN_UNBUDGETED_TAU_SHIFT = -0.075
+"""Added to ``tau`` for the fast twin's thread retrieval when there is no budget (the retrieved
+threads are then the whole context). With tau=0.25 the static encoder's threads retrieved above
+0.25 give LoCoMo dev evidence recall 0.117 through the LangChain middleware against 0.230 derived
+first; above 0.175: 0.225 (0.15: 0.268; 0.2: 0.159), MT-Bench+ dev 0.510 against 0.498. With a
+budget the fill spends what the threads leave, and a lower threshold only costs it (LoCoMo dev
+through LlamaIndex 0.827 against 0.857), so it keeps ``tau``."""
 HEADER = "Topic thread {id} (turns {span}), compressed:"
 """First line of each thread's summary block."""
 
@@ -217,6 +224,7 @@ class TopicThreadStrategy(Strategy):
         self._fallback = ExtractiveSummarizer()
         self._embeddings = EmbeddingCache(self.embedder)  # kept by reset(): content-keyed
         self._ranking: Any = None  # the embedder of the question that ranks turns (None: embedder)
+        self._unbudgeted_tau: float | None = None  # thread retrieval threshold with no budget (None: tau)
         self._init_state()
 
     def fast_twin(self, questions: Any = None) -> TopicThreadStrategy:
@@ -226,14 +234,17 @@ class TopicThreadStrategy(Strategy):
         default summariser. Threads are retrieved by the static encoder's question vector (``tau``
         is a centred cosine in the space the threads are built in); turns are ranked by
         ``questions``'s (the bundled MiniLM when the strategy uses it; None: the static encoder).
+        Standing in for MiniLM with no budget, it retrieves threads above ``tau`` +
+        :data:`TWIN_UNBUDGETED_TAU_SHIFT`.
         Evidence recall asked at once through LlamaIndex (3,000 tokens) against derived first:
         LoCoMo dev 0.857 / 0.852, MT-Bench+ dev 0.748 / 0.753; LongMemEval dev at 4,000 tokens
         0.835 / 0.890 (turns ranked by the static question vector: 0.845, 0.751 and 0.812;
         docs/results.md).
         """
         twin = TopicThreadStrategy(self.config, embedder="static", token_counter=self.token_counter)
-        if questions is not None:
+        if questions is not None:  # stands in for MiniLM's threads (static ones: the same threads)
             twin._ranking = questions
+            twin._unbudgeted_tau = self.tau + TWIN_UNBUDGETED_TAU_SHIFT
         return twin
 
     def _init_state(self) -> None:
@@ -326,7 +337,8 @@ class TopicThreadStrategy(Strategy):
             return context
         now = len(self._turns)
         scores = self._table.scores(self._query_vector(query), now) if self._table.slots else []
-        retrieved = self._table.retrieve(scores) if scores else []
+        tau = self.tau if budget is not None or self._unbudgeted_tau is None else self._unbudgeted_tau
+        retrieved = self._table.retrieve(scores, tau=tau) if scores else []
         relevance = self.turn_relevance(query)
         picks = Picks(budget, user_part=None if budget is None else self.long_user_part)
         recent = list(range(max(0, now - self.keep_last), now))
@@ -335,7 +347,7 @@ class TopicThreadStrategy(Strategy):
         summaries = picks.take_summaries(self._summaries(retrieved, scores), room)
         self._take_verbatim(picks, retrieved, relevance, fill=self.fill and budget is not None)
         context.blocks.extend(self._blocks(picks, summaries, recent))
-        context.details.update(self._details(picks, scores, retrieved, now))
+        context.details.update(self._details(picks, scores, retrieved, now, tau))
         return context
 
     def _summaries(self, retrieved: list[int], scores: list[SlotScore]) -> list[tuple[Slot, Block]]:
@@ -392,18 +404,18 @@ class TopicThreadStrategy(Strategy):
         return blocks[: len(shown)] + sorted(blocks[len(shown) :], key=lambda b: b.turns[0])
 
     def _details(
-        self, picks: Picks, scores: list[SlotScore], retrieved: list[int], now: int
+        self, picks: Picks, scores: list[SlotScore], retrieved: list[int], now: int, tau: float
     ) -> dict[str, Any]:
         """The selection's ``details``: every thread's score, what was shown, filled and dropped."""
         threads = self._table.describe(scores, retrieved, now)
-        fallback = bool(retrieved) and scores[retrieved[0]][0] <= self.tau
-        lines = self._table.explain(threads, fallback)
+        fallback = bool(retrieved) and scores[retrieved[0]][0] <= tau
+        lines = self._table.explain(threads, fallback, tau=tau)
         if picks.filled:
             lines.append(f"budget fill: turns {sorted(picks.filled)} from threads below tau")
         if picks.dropped:
             lines.append("dropped for the budget: " + ", ".join(picks.dropped))
         return {
-            "tau": self.tau,
+            "tau": tau,
             "alpha": self.alpha,
             "threads": threads,
             "retrieved": sorted(t["slot"] for t in threads if t["retrieved"]),

@@ -161,10 +161,14 @@ class SlotTable:
         decays = np.exp(-float(self.rules.alpha) * ages)
         return list(zip((cosines * decays).tolist(), cosines.tolist(), decays.tolist(), strict=True))
 
-    def retrieve(self, scores: Sequence[SlotScore]) -> list[int]:
-        """Slot positions retrieved: score > tau (best first, at most top_k), else the top one."""
+    def retrieve(self, scores: Sequence[SlotScore], *, tau: float | None = None) -> list[int]:
+        """Slot positions retrieved: score > tau (best first, at most top_k), else the top one.
+
+        ``tau`` overrides the rules' threshold for this retrieval (None: the rules').
+        """
+        tau = self.rules.tau if tau is None else tau
         order = sorted(range(len(scores)), key=lambda i: (-scores[i][0], i))
-        above = [i for i in order if scores[i][0] > self.rules.tau][: self.rules.top_k]
+        above = [i for i in order if scores[i][0] > tau][: self.rules.top_k]
         return above or order[:1]
 
     def describe(
@@ -187,10 +191,16 @@ class SlotTable:
             for p, slot in enumerate(self.slots)
         ]
 
-    def explain(self, threads: Sequence[dict[str, Any]], fallback: bool) -> list[str]:
-        """Lines explaining :meth:`describe` output, best score first (``fallback``: top-1 fallback)."""
+    def explain(
+        self, threads: Sequence[dict[str, Any]], fallback: bool, *, tau: float | None = None
+    ) -> list[str]:
+        """Lines explaining :meth:`describe` output, best score first (``fallback``: top-1 fallback).
+
+        ``tau``: the retrieval threshold used (None: the rules').
+        """
         rules = self.rules
-        head = f"{len(threads)} threads (tau={rules.tau:g}, alpha={rules.alpha:g})"
+        tau = rules.tau if tau is None else tau
+        head = f"{len(threads)} threads (tau={tau:g}, alpha={rules.alpha:g})"
         lines = [f"{head}; write-back: {self.counts_text()}"]
         if fallback:
             lines.append("no thread scored above tau: the best one is retrieved (top-1 fallback)")

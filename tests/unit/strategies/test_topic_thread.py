@@ -11,7 +11,7 @@ import pytest
 
 from ctxmgmt import ConfigurationError, Message, Turn
 from ctxmgmt.components.embedder import normalise
-from ctxmgmt.strategies.topic_thread import TopicThreadStrategy
+from ctxmgmt.strategies.topic_thread import TWIN_UNBUDGETED_TAU_SHIFT, TopicThreadStrategy
 from tests.helpers import words
 
 TOPICS = ["cat", "car", "tax", "guitar", "food", "vet", "kitten"]
@@ -460,6 +460,18 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_the_static_encoder_and_
     expected = fused_relevance(asked._rows.matrix(), ranked_by, asked._lexical, query, lexical_weight=0.3)
     np.testing.assert_allclose(asked.turn_relevance(query), expected)
     assert not np.allclose(twin.turn_relevance(query), expected)
+
+    # standing in for MiniLM with no budget, threads are retrieved above the shifted threshold
+    assert asked.select(query).details["tau"] == 0.3 + TWIN_UNBUDGETED_TAU_SHIFT
+    assert asked.select(query, budget=200).details["tau"] == twin.select(query).details["tau"] == 0.3
+    low = TopicThreadStrategy(embedder=hashing_embedder, token_counter=words, tau=0.1, top_k=2)
+    low_twin = low.fast_twin(questions)
+    low_twin.add_many(turns)
+    unbudgeted, budgeted = low_twin.select(query).details, low_twin.select(query, budget=200).details
+    lower = 0.1 + TWIN_UNBUDGETED_TAU_SHIFT
+    above = sorted((-row["score"], row["slot"]) for row in unbudgeted["threads"] if row["score"] > lower)
+    assert len(above) > 2 and unbudgeted["retrieved"] == sorted(slot for _, slot in above[:2])
+    assert budgeted["fallback_top1"] and len(budgeted["retrieved"]) == 1  # none above tau itself
 
 
 def test_over_budget_a_long_turn_sends_its_user_message_alone():

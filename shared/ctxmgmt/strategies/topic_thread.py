@@ -62,9 +62,10 @@ TWIN_UNBUDGETED_TAU_SHIFT = -0.075
 """Added to ``tau`` for the fast twin's thread retrieval when there is no budget (the retrieved
 threads are then the whole context). With tau=0.25 the static encoder's threads retrieved above
 0.25 give LoCoMo dev evidence recall 0.117 through the LangChain middleware against 0.230 derived
-first; above 0.175: 0.225 (0.15: 0.268; 0.2: 0.159), MT-Bench+ dev 0.510 against 0.498. With a
-budget the fill spends what the threads leave, and a lower threshold only costs it (LoCoMo dev
-through LlamaIndex 0.827 against 0.857), so it keeps ``tau``."""
+first; above 0.175: 0.225 at 3.9% of the history's tokens against 3.0% (0.15: 0.268; 0.2: 0.168),
+MT-Bench+ dev 0.499 against 0.498 (docs/results.md). With a budget the fill spends what the
+threads leave, and a lower threshold only costs it (LoCoMo dev through LlamaIndex 0.827 against
+0.857), so it keeps ``tau``."""
 HEADER = "Topic thread {id} (turns {span}), compressed:"
 """First line of each thread's summary block."""
 

@@ -20,6 +20,7 @@ import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.messages.framing import MEMORY_LEAD_IN, MEMORY_TAG
+from ctxmgmt.messages.types import Message
 
 LI_MEMORIES = [
     li.KadaneDialMemory,
@@ -173,3 +174,26 @@ def passes_in_forked_child(
         os.close(read)
         _, exit_status = os.waitpid(pid, 0)
     return status == b"\x00" and os.waitstatus_to_exitcode(exit_status) == 0
+
+
+CALL: dict[str, Any] = {"id": "call_1", "name": "weather", "args": {"city": "Paris"}}
+
+
+def user(text: str) -> Message:
+    """A core user message."""
+    return Message("user", text)
+
+
+def assistant(text: str) -> Message:
+    """A core final assistant answer."""
+    return Message("assistant", text)
+
+
+def tool_call(text: str = "", call: dict | None = None) -> Message:
+    """An assistant message that calls a tool (:data:`CALL` by default)."""
+    return Message("assistant", text, tool_calls=(call or CALL,))
+
+
+def tool_result(text: str = "18C and sunny", call_id: str = "call_1") -> Message:
+    """The tool's result for ``call_id``."""
+    return Message("tool", text, tool_call_id=call_id)

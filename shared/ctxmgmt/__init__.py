@@ -36,7 +36,8 @@ from ctxmgmt.messages.exceptions import (
     CtxMgmtError,
     InvalidMessageError,
 )
-from ctxmgmt.messages.types import History, Message, Turn, group_turns
+from ctxmgmt.messages.history import History, group_turns
+from ctxmgmt.messages.types import Message, Turn
 from ctxmgmt.scoring.kadane import KadaneResult, kadane_dial
 from ctxmgmt.session.memory import ConversationMemory
 from ctxmgmt.session.selection import build_context

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from llama_index.core.base.llms.types import ChatMessage
 
 from ctxmgmt.messages import timestamps
-from ctxmgmt.messages.types import group_turns
+from ctxmgmt.messages.history import group_turns
 from langchain_ctxmgmt._convert import to_ctxmgmt
 from llamaindex_ctxmgmt._convert import to_message
 

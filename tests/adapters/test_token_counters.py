@@ -13,7 +13,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from ctxmgmt.components.budget import message_tokens
 from ctxmgmt.components.tokens import TiktokenCounter, as_token_counter, default_token_counter
 from ctxmgmt.messages.exceptions import ConfigurationError
-from ctxmgmt.messages.types import Message, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message
 from ctxmgmt.strategies.swin import SWinStrategy
 from langchain_ctxmgmt._tokens import as_counter as langchain_counter
 from llamaindex_ctxmgmt._tokens import as_counter as llamaindex_counter

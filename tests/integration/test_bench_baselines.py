@@ -9,7 +9,8 @@ import pytest
 from ctxmgmt.app.bench.baselines import LastKStrategy, TopKDenseStrategy, baselines
 from ctxmgmt.app.bench.data import Dialogue, Question
 from ctxmgmt.app.bench.runner import FULL_HISTORY, run_all
-from ctxmgmt.messages.types import Message, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message
 from ctxmgmt.strategies import KadaneDialStrategy
 from tests.helpers import words
 

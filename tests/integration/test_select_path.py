@@ -106,7 +106,8 @@ def test_entered_twice_counts_a_file_left_and_entered_again() -> None:
 
 
 def test_the_tracer_collapses_loops_and_skips_libraries_and_callbacks() -> None:
-    from ctxmgmt.messages.types import Message, group_turns
+    from ctxmgmt.messages.history import group_turns
+    from ctxmgmt.messages.types import Message
     from ctxmgmt.session.converted import ConvertedHistory
     from ctxmgmt.session.query import split_current
 

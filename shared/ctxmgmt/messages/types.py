@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -362,77 +362,8 @@ def chain_hashes(turns: Sequence[Turn], previous: str = "") -> list[str]:
     return chains
 
 
-def group_turns(messages: Iterable[Message]) -> list[Turn]:
-    """Group messages into turns: a new turn starts at every user message.
-
-    System messages are not part of any turn; callers keep them aside (see
-    :func:`split_system`). Messages before the first user message form turn 0.
-    """
-    turns: list[list[Message]] = []
-    for message in messages:
-        if message.role == "system":
-            continue
-        if message.role == "user" or not turns:
-            turns.append([message])
-        else:
-            turns[-1].append(message)
-    return [Turn(i, tuple(ms)) for i, ms in enumerate(turns)]
-
-
 def split_system(messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
     """Split messages into (system messages, conversation messages), order kept."""
     system = [m for m in messages if m.role == "system"]
     rest = [m for m in messages if m.role != "system"]
     return system, rest
-
-
-class History:
-    """Append-only, lossless record of one conversation's messages.
-
-    Selection never modifies it: strategies only decide what is *shown*.
-
-    Example:
-        >>> h = History()
-        >>> h.append(Message("user", "hi"))
-        >>> len(h)
-        1
-    """
-
-    def __init__(self, messages: Iterable[Message] = ()) -> None:
-        self._messages: list[Message] = []
-        self.extend(messages)
-
-    def append(self, message: Message) -> None:
-        """Add one message at the end."""
-        if not isinstance(message, Message):
-            raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
-        self._messages.append(message)
-
-    def extend(self, messages: Iterable[Message]) -> None:
-        """Add messages at the end, in order."""
-        for message in messages:
-            self.append(message)
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        """All messages, exactly as appended."""
-        return tuple(self._messages)
-
-    def turns(self) -> list[Turn]:
-        """The conversation grouped into turns (system messages left out)."""
-        return group_turns(self._messages)
-
-    def __len__(self) -> int:
-        return len(self._messages)
-
-    def __iter__(self) -> Iterator[Message]:
-        return iter(tuple(self._messages))
-
-    def to_state(self) -> list[dict[str, Any]]:
-        """JSON-serialisable form."""
-        return [m.to_dict() for m in self._messages]
-
-    @classmethod
-    def from_state(cls, state: list[dict[str, Any]]) -> History:
-        """Inverse of :meth:`to_state`."""
-        return cls(Message.from_dict(d) for d in state)

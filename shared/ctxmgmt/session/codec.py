@@ -67,7 +67,7 @@ class Codec(Generic[T]):
         """The caller's own message objects for what ``context`` selected, in block order.
 
         ``system`` are the originals of the system messages and ``turns[i]`` those of turn ``i``
-        (grouped as :func:`ctxmgmt.messages.types.group_turns` groups their core form), so a turn
+        (grouped as :func:`ctxmgmt.messages.history.group_turns` groups their core form), so a turn
         comes back whole, or as its leading user message(s) when the block left its reply out
         (:attr:`~ctxmgmt.messages.context.Block.reply_left_out`). Text blocks (summaries, entities)
         become :meth:`text_block`'s messages; a block naming a turn outside ``turns`` is left out.

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ctxmgmt.messages.history import opens_turn
 from ctxmgmt.messages.timestamps import stamp_missing
 from ctxmgmt.messages.types import Message, Turn, chain_hashes
 from ctxmgmt.session.query import infer_query, split_current
@@ -239,7 +240,7 @@ class ConvertedHistory(Generic[T]):
             self.system_originals.append(original)
             self._system_at.append(position)
             return
-        if message.role == "user" or not self.turns:
+        if opens_turn(self.turns[-1].messages[-1] if self.turns else None, message):
             self.turns.append(Turn(len(self.turns), (message,)))
             self.turn_originals.append([original])
             self._slot.append((self.turn_originals[-1], 0))

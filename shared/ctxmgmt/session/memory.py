@@ -8,7 +8,8 @@ from typing import Any
 
 from ctxmgmt.components.budget import check_budget, message_tokens
 from ctxmgmt.messages.context import Context
-from ctxmgmt.messages.types import History, Message, group_turns
+from ctxmgmt.messages.history import History, group_turns
+from ctxmgmt.messages.types import Message
 from ctxmgmt.session.selection import build_context
 from ctxmgmt.strategies.base import Strategy
 

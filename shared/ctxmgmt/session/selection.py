@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from ctxmgmt.components.budget import check_budget, messages_tokens, turn_tokens
 from ctxmgmt.messages.context import Block, Context
 from ctxmgmt.messages.exceptions import BudgetExceededError
-from ctxmgmt.messages.types import Message, Turn, group_turns, split_system
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, Turn, split_system
 from ctxmgmt.session.backlog import BacklogIndex
 from ctxmgmt.session.layout import arrange, stable_prefix_tokens, uses_layout
 from ctxmgmt.session.query import infer_query, split_current

@@ -18,7 +18,8 @@ from ctxmgmt.app.bench.runner import (
 )
 from ctxmgmt.components.budget import turn_tokens
 from ctxmgmt.messages.context import Block, Context
-from ctxmgmt.messages.types import Message, Turn, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, Turn
 from ctxmgmt.strategies.base import Strategy
 
 

@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctxmgmt import ComponentError, ConfigurationError, CtxMgmtError, Message
 from ctxmgmt.app.testing import HashingEmbedder
-from ctxmgmt.messages.types import group_turns
+from ctxmgmt.messages.history import group_turns
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
 from ctxmgmt.strategies.kadanedial import KadaneDialStrategy
 from ctxmgmt.strategies.topic_thread import TopicThreadStrategy

@@ -18,7 +18,7 @@ from ctxmgmt import ComponentError, KadaneDialStrategy, Message
 from ctxmgmt.components.frozen_encoder import HALF_WEIGHTS_TOLERANCE
 from ctxmgmt.components.onnx_encoder import OnnxEncoder
 from ctxmgmt.components.sentence_transformer_embedder import FROZEN_MAX_TEXTS, SentenceTransformerEmbedder
-from ctxmgmt.messages.types import group_turns
+from ctxmgmt.messages.history import group_turns
 
 pytest.importorskip("onnxruntime", reason="the onnx extra is not installed")
 

@@ -16,7 +16,7 @@ from ctxmgmt.app.testing import StatePool
 from ctxmgmt.components import StaticEmbedder
 from ctxmgmt.components.embedder import as_embedder
 from ctxmgmt.components.static_embedder import STATIC_MODEL, load_static_model, shipped_model_paths
-from ctxmgmt.messages.types import group_turns
+from ctxmgmt.messages.history import group_turns
 from ctxmgmt.store import SQLiteStore
 
 pytest.importorskip("tokenizers", reason="the local extra is not installed")

@@ -11,8 +11,9 @@ from ctxmgmt.components.summarizer import ExtractiveSummarizer
 from ctxmgmt.messages import timestamps
 from ctxmgmt.messages.dates import parse_date
 from ctxmgmt.messages.exceptions import ConfigurationError
+from ctxmgmt.messages.history import group_turns
 from ctxmgmt.messages.timestamps import parse_timestamp, stamp_missing, timestamp_text
-from ctxmgmt.messages.types import Message, Turn, group_turns
+from ctxmgmt.messages.types import Message, Turn
 from ctxmgmt.strategies.swin import SWinStrategy
 
 UTC = dt.UTC

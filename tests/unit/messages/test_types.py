@@ -1,34 +1,14 @@
-"""Message, Turn, group_turns and History."""
+"""Message, Turn and split_system (grouping and History: test_history.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from ctxmgmt import CtxMgmtError, History, InvalidMessageError, Message, Turn, group_turns
+from ctxmgmt import CtxMgmtError, InvalidMessageError, Message, Turn
 from ctxmgmt.messages.types import split_system
-
-CALL = {"id": "call_1", "name": "weather", "args": {"city": "Paris"}}
-
-
-def user(text: str) -> Message:
-    return Message("user", text)
-
-
-def assistant(text: str) -> Message:
-    return Message("assistant", text)
-
-
-def tool_call(text: str = "", call: dict | None = None) -> Message:
-    return Message("assistant", text, tool_calls=(call or CALL,))
-
-
-def tool_result(text: str = "18C and sunny", call_id: str = "call_1") -> Message:
-    return Message("tool", text, tool_call_id=call_id)
-
+from tests.helpers import CALL, assistant, tool_call, tool_result, user
 
 # ---------------------------------------------------------------------------------------
 # Message validation
@@ -159,7 +139,7 @@ def test_to_dict_does_not_alias_tool_calls() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# group_turns and Turn
+# Turn
 # ---------------------------------------------------------------------------------------
 
 
@@ -186,87 +166,10 @@ def test_media_changes_the_fingerprint() -> None:
     assert plain.fingerprint != with_image.fingerprint
 
 
-def test_group_turns_basic() -> None:
-    messages = [user("a"), assistant("A"), user("b"), assistant("B")]
-    turns = group_turns(messages)
-    assert [t.index for t in turns] == [0, 1]
-    assert [t.messages for t in turns] == [tuple(messages[:2]), tuple(messages[2:])]
-    assert [t.query for t in turns] == ["a", "b"]
-
-
-def test_tool_call_and_result_stay_in_one_turn() -> None:
-    messages = [
-        user("weather in Paris?"),
-        tool_call(),
-        tool_result(),
-        assistant("It is 18C."),
-        user("thanks"),
-        assistant("You're welcome"),
-    ]
-    turns = group_turns(messages)
-    assert len(turns) == 2
-    assert turns[0].messages == tuple(messages[:4])
-    assert turns[1].messages == tuple(messages[4:])
-
-
-def test_leading_assistant_messages_form_turn_zero() -> None:
-    messages = [assistant("Hello! How can I help?"), assistant("I can check weather."), user("hi")]
-    turns = group_turns(messages)
-    assert len(turns) == 2
-    assert turns[0].index == 0
-    assert turns[0].messages == tuple(messages[:2])
-    assert turns[0].query == ""
-    assert turns[1].messages == (messages[2],)
-
-
-def test_system_messages_are_skipped() -> None:
-    system = Message("system", "be helpful")
-    messages = [system, user("a"), Message("system", "mid-conversation note"), assistant("A")]
-    turns = group_turns(messages)
-    assert len(turns) == 1
-    assert turns[0].messages == (messages[1], messages[3])
-    assert all(m.role != "system" for t in turns for m in t.messages)
-    assert group_turns([system]) == []
-    assert group_turns([]) == []
-
-
 def test_split_system_keeps_order() -> None:
     s1, s2 = Message("system", "one"), Message("system", "two")
     messages = [s1, user("a"), s2, assistant("A")]
     assert split_system(messages) == ([s1, s2], [messages[1], messages[3]])
-
-
-@st.composite
-def conversations(draw) -> list[Message]:
-    kinds = draw(st.lists(st.sampled_from(["user", "assistant", "call", "tool", "system"]), max_size=30))
-    out = []
-    for k, kind in enumerate(kinds):
-        text = f"m{k}"
-        if kind == "call":
-            out.append(tool_call(text, {"id": f"c{k}"}))
-        elif kind == "tool":
-            out.append(Message("tool", text, tool_call_id=f"c{k}"))
-        else:
-            out.append(Message(kind, text))
-    return out
-
-
-@settings(database=None, max_examples=200, deadline=None)
-@given(messages=conversations())
-def test_group_turns_is_a_lossless_partition(messages: list[Message]) -> None:
-    turns = group_turns(messages)
-    flat = [m for t in turns for m in t.messages]
-    assert flat == [m for m in messages if m.role != "system"]
-    assert [t.index for t in turns] == list(range(len(turns)))
-    for k, turn in enumerate(turns):
-        assert turn.messages
-        users = [m for m in turn.messages if m.role == "user"]
-        # Exactly one user message, first; only turn 0 may lack one.
-        assert len(users) <= 1
-        if users:
-            assert turn.messages[0].role == "user"
-        else:
-            assert k == 0
 
 
 def test_turn_is_complete() -> None:
@@ -297,66 +200,3 @@ def test_fingerprint_is_stable_and_content_keyed() -> None:
     # Metadata is not part of the content.
     d = Turn(0, (Message("user", "I adopted a cat", metadata={"x": 1}), assistant("Nice!")))
     assert d.fingerprint == a.fingerprint
-
-
-# ---------------------------------------------------------------------------------------
-# History
-# ---------------------------------------------------------------------------------------
-
-
-def test_history_append_only_and_lossless() -> None:
-    messages = [Message("system", "sys"), user("a"), tool_call(), tool_result(), assistant("A")]
-    history = History()
-    for m in messages:
-        history.append(m)
-    assert len(history) == len(messages)
-    assert history.messages == tuple(messages)
-    assert list(history) == messages
-    assert not hasattr(history, "pop") and not hasattr(history, "remove")
-    # The exposed messages are a snapshot; mutating it cannot change the history.
-    snapshot = history.messages
-    assert isinstance(snapshot, tuple)
-    listed = list(history)
-    listed.clear()
-    assert len(history) == len(messages)
-    history.extend([user("b"), assistant("B")])
-    assert history.messages[: len(messages)] == tuple(messages)
-    assert len(history) == len(messages) + 2
-    assert [t.index for t in history.turns()] == [0, 1]
-
-
-def test_history_from_iterable_and_iteration_is_a_snapshot() -> None:
-    history = History([user("a"), assistant("A")])
-    seen = []
-    for m in history:
-        seen.append(m)
-        if len(history) < 4:
-            history.append(user("more"))
-    assert seen == [user("a"), assistant("A")]
-
-
-@pytest.mark.parametrize("bad", [{"role": "user", "text": "hi"}, "hi", None, ("user", "hi")])
-def test_history_rejects_non_messages(bad) -> None:
-    history = History()
-    with pytest.raises(InvalidMessageError):
-        history.append(bad)
-    with pytest.raises(InvalidMessageError):
-        History([user("a"), bad])
-    assert len(history) == 0
-
-
-def test_history_state_round_trip() -> None:
-    messages = [
-        Message("system", "sys", metadata={"a": 1}),
-        Message("user", "weather?", name="Ann", timestamp="t1"),
-        tool_call(),
-        tool_result(),
-        assistant("sunny"),
-    ]
-    history = History(messages)
-    state = json.loads(json.dumps(history.to_state()))
-    again = History.from_state(state)
-    assert again.messages == history.messages
-    assert [m.metadata for m in again] == [m.metadata for m in history]
-    assert [t.fingerprint for t in again.turns()] == [t.fingerprint for t in history.turns()]
-    assert History.from_state([]).messages == ()

@@ -9,7 +9,8 @@ import ctxmgmt.session.backlog as backlog_module
 from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.components.decider import EmbeddedDecider
 from ctxmgmt.components.static_turns import StaticTurns
-from ctxmgmt.messages.types import Message, Turn, chain_hashes, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, Turn, chain_hashes
 from ctxmgmt.scoring.kadane import TUNED_TAU
 from ctxmgmt.session.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ctxmgmt import InvalidMessageError
-from ctxmgmt.messages.types import Message, chain_hashes, group_turns, split_system
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, chain_hashes, split_system
 from ctxmgmt.session.converted import ConvertedHistory, utc_today
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ctxmgmt.messages.types import Message, Turn, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, Turn
 from ctxmgmt.session.query import infer_query, newest_query, split_current
 
 

@@ -25,7 +25,8 @@ from ctxmgmt import (
 )
 from ctxmgmt.app.testing import FakeLLM, HashingEmbedder, StatePool
 from ctxmgmt.components.summarizer import LLMSummarizer
-from ctxmgmt.messages.types import Turn, chain_hashes, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Turn, chain_hashes
 from ctxmgmt.store import InMemoryStore, SQLiteStore, StoreError
 from ctxmgmt.store.base import TurnEntry
 from ctxmgmt.strategies import acm, swin, topic_thread

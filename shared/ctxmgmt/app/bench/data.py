@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxmgmt.messages.exceptions import ConfigurationError
-from ctxmgmt.messages.types import Message, Turn, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, Turn
 
 
 @dataclass(frozen=True)

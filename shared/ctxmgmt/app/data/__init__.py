@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ctxmgmt.messages.types import Message, Turn, group_turns
+from ctxmgmt.messages.history import group_turns
+from ctxmgmt.messages.types import Message, Turn
 
 DEMO_FILE = "demo_conversation.json"
 

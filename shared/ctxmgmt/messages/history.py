@@ -50,7 +50,8 @@ def group_turns(messages: Iterable[Message]) -> list[Turn]:
 
     That is at every user message, and at an assistant message that opens a new session
     (:data:`SESSION_GAP`). System messages are not part of any turn; callers keep them aside
-    (see :func:`split_system`). Messages before the first user message form turn 0.
+    (see :func:`~ctxmgmt.messages.types.split_system`). Messages before the first user message
+    form turn 0 (or one turn per such session).
     """
     turns: list[list[Message]] = []
     for message in messages:

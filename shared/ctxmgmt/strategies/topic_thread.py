@@ -225,7 +225,6 @@ class TopicThreadStrategy(Strategy):
         self._fallback = ExtractiveSummarizer()
         self._embeddings = EmbeddingCache(self.embedder)  # kept by reset(): content-keyed
         self._ranking: Any = None  # the embedder of the question that ranks turns (None: embedder)
-        self._unbudgeted_tau: float | None = None  # thread retrieval threshold with no budget (None: tau)
         self._init_state()
 
     def fast_twin(self, questions: Any = None) -> TopicThreadStrategy:
@@ -245,7 +244,6 @@ class TopicThreadStrategy(Strategy):
         twin = TopicThreadStrategy(self.config, embedder="static", token_counter=self.token_counter)
         if questions is not None:  # stands in for MiniLM's threads (static ones: the same threads)
             twin._ranking = questions
-            twin._unbudgeted_tau = self.tau + TWIN_UNBUDGETED_TAU_SHIFT
         return twin
 
     def _init_state(self) -> None:
@@ -338,7 +336,8 @@ class TopicThreadStrategy(Strategy):
             return context
         now = len(self._turns)
         scores = self._table.scores(self._query_vector(query), now) if self._table.slots else []
-        tau = self.tau if budget is not None or self._unbudgeted_tau is None else self._unbudgeted_tau
+        standing_in = budget is None and self._ranking is not None  # a twin for MiniLM, no budget
+        tau = self.tau + TWIN_UNBUDGETED_TAU_SHIFT if standing_in else self.tau
         retrieved = self._table.retrieve(scores, tau=tau) if scores else []
         relevance = self.turn_relevance(query)
         picks = Picks(budget, user_part=None if budget is None else self.long_user_part)

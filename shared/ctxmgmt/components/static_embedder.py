@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.messages.exceptions import ComponentError
+from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
 from ctxmgmt.scoring.vectors import normalise
 
 STATIC_MODEL = "static-minilm-l6-v2"
@@ -79,21 +79,22 @@ class StaticModel:
         """Dimension of the output vectors (384: MiniLM's space)."""
         return int(self.projection.shape[1])
 
-    def token_ids(self, text: str) -> np.ndarray:
-        """The vocabulary ids of ``text`` (no special tokens, unknown pieces dropped, first 512)."""
+    def token_ids(self, text: str, max_tokens: int = MAX_TOKENS) -> np.ndarray:
+        """The vocabulary ids of ``text``: no special tokens, unknown pieces dropped, first ``max_tokens``."""
         ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
-        return ids[ids != self.unk_id][:MAX_TOKENS]
+        return ids[ids != self.unk_id][:max_tokens]
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str], max_tokens: int = MAX_TOKENS) -> np.ndarray:
         """Unit-norm float32 vectors of ``texts``, shape (len(texts), :attr:`dim`).
 
-        A text with no known token (empty, only symbols the vocabulary lacks) gets a zero row.
-        Each text is tokenised on its own (``Tokenizer.encode``, the calling thread only).
+        Each text's first ``max_tokens`` known word pieces are pooled. A text with no known token
+        (empty, only symbols the vocabulary lacks) gets a zero row. Each text is tokenised on its
+        own (``Tokenizer.encode``, the calling thread only).
         """
         pooled = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
         filled = np.zeros(len(texts), dtype=bool)
         for row, text in enumerate(texts):
-            ids = self.token_ids(text)
+            ids = self.token_ids(text, max_tokens)
             if len(ids):
                 # the scale-weighted sum of the int8 rows (one small contiguous product per text)
                 pooled[row] = np.einsum("i,ij->j", self.scales[ids], self.table[ids].astype(np.float32))
@@ -145,8 +146,11 @@ class StaticEmbedder:
     Args:
         path: A static model's ``.npz`` (``tools/build_static_encoder.py``); default the shipped one.
         tokenizer_path: Its ``tokenizer.json``; default the shipped one.
+        max_tokens: Word pieces of a text that are pooled, >= 1; :data:`MAX_TOKENS` (512). Another
+            value adds ``/<max_tokens>`` to :attr:`name`.
 
     Raises:
+        ConfigurationError: ``max_tokens`` is not a positive integer.
         ComponentError: on first use, when the model files are missing or unreadable.
 
     Example:
@@ -154,9 +158,18 @@ class StaticEmbedder:
         (1, 384)
     """
 
-    def __init__(self, path: str | Path | None = None, tokenizer_path: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        *,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         self.path = path
         self.tokenizer_path = tokenizer_path
+        self.max_tokens = max_tokens
 
     @property
     def model(self) -> StaticModel:
@@ -170,17 +183,22 @@ class StaticEmbedder:
 
     @property
     def name(self) -> str:
-        """How stored states and errors name it: the model and a digest of its weights."""
-        return f"{STATIC_MODEL}@{self.model.digest}"
+        """How stored states and errors name it: the model, a digest of its weights (and ``/max_tokens``)."""
+        window = "" if self.max_tokens == MAX_TOKENS else f"/{self.max_tokens}"
+        return f"{STATIC_MODEL}@{self.model.digest}{window}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-norm float32 vectors of ``texts``, shape (len(texts), 384)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return self.model.encode(list(texts))
+        return self.model.encode(list(texts), self.max_tokens)
 
 
-@functools.lru_cache(maxsize=1)
-def static_embedder() -> StaticEmbedder:
-    """The process-wide shipped static embedder."""
-    return StaticEmbedder()
+def static_embedder(max_tokens: int = MAX_TOKENS) -> StaticEmbedder:
+    """The process-wide shipped static embedder (pooling each text's first ``max_tokens`` word pieces)."""
+    return _shipped(max_tokens)
+
+
+@functools.cache  # one per limit: they share the loaded model
+def _shipped(max_tokens: int) -> StaticEmbedder:
+    return StaticEmbedder(max_tokens=max_tokens)

@@ -19,7 +19,7 @@ import numpy as np
 from ctxmgmt.components.decider import THETA_FORK, Decider, TopicView, as_decider
 from ctxmgmt.components.embedder import Embedder, as_embedder
 from ctxmgmt.components.llm_call import bound_input, meter_calls
-from ctxmgmt.components.static_turns import StaticTurns
+from ctxmgmt.components.static_turns import TWIN_TURN_TOKENS, StaticTurns
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
@@ -254,14 +254,16 @@ class DiscourseTreeStrategy(Strategy):
         """The same forest over the static encoder, for the turns not derived yet (see the base).
 
         Same parameters (:attr:`config`) and token counter; turns embedded by the static encoder
-        and questions by ``questions`` (:class:`~ctxmgmt.components.static_turns.StaticTurns`;
+        (given ``questions``: their first :data:`~ctxmgmt.components.static_turns.TWIN_TURN_TOKENS`
+        word pieces) and questions by ``questions`` (:class:`~ctxmgmt.components.static_turns.StaticTurns`;
         None: the static encoder, ``"static"``); the offline default decider and summariser,
         never this strategy's own (an LLM would be called for each of hundreds of turns in one
         call). Built about 10 times faster than with MiniLM (1,400 LoCoMo turns in 9 s instead of
-        86 s), and chooses nearly the same turns: evidence recall 0.733 against 0.745 on LoCoMo
-        dev, 0.898 against 0.904 on MT-Bench+ dev (MiniLM questions, no budget).
+        86 s), and chooses nearly the same turns: evidence recall 0.745 against 0.745 on LoCoMo
+        dev, 0.893 against 0.904 on MT-Bench+ dev (MiniLM questions, no budget; the bench's replay;
+        turns' first 512 word pieces: 0.733 and 0.898).
         """
-        embedder = "static" if questions is None else StaticTurns(questions)
+        embedder = "static" if questions is None else StaticTurns(questions, max_tokens=TWIN_TURN_TOKENS)
         twin = DiscourseTreeStrategy(self.config, embedder=embedder, token_counter=self.token_counter)
         twin.explains = False  # only its turns are read (drawing the forest: 2 ms a question at 1,000 turns)
         return twin

@@ -19,6 +19,8 @@ import numpy as np
 
 from ctxmgmt.components.embedder import Embedder, EmbeddingCache, as_embedder, embed_query, restored_vectors
 from ctxmgmt.components.llm_call import bound_input, meter_calls
+from ctxmgmt.components.static_embedder import static_embedder
+from ctxmgmt.components.static_turns import TWIN_TURN_TOKENS
 from ctxmgmt.components.summarizer import ExtractiveSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Block, Context, runs, span_label
@@ -230,20 +232,22 @@ class TopicThreadStrategy(Strategy):
     def fast_twin(self, questions: Any = None) -> TopicThreadStrategy:
         """The same threads over the static encoder, for a history not derived yet (see the base).
 
-        Same parameters and token counter, turns embedded by the static encoder, the offline
-        default summariser. Threads are retrieved by the static encoder's question vector (``tau``
+        Same parameters and token counter, turns embedded by the static encoder (standing in for
+        MiniLM: their first :data:`~ctxmgmt.components.static_turns.TWIN_TURN_TOKENS` word pieces),
+        the offline default summariser. Threads are retrieved by the static encoder's question vector (``tau``
         is a centred cosine in the space the threads are built in); turns are ranked by
         ``questions``'s (the bundled MiniLM when the strategy uses it; None: the static encoder).
         Standing in for MiniLM with no budget, it retrieves threads above ``tau`` +
         :data:`TWIN_UNBUDGETED_TAU_SHIFT`.
         Evidence recall asked at once through LlamaIndex (3,000 tokens) against derived first:
-        LoCoMo dev 0.857 / 0.852, MT-Bench+ dev 0.748 / 0.753; LongMemEval dev at 4,000 tokens
-        0.835 / 0.890 (turns ranked by the static question vector: 0.845, 0.751 and 0.812;
-        since a session the assistant opens is a turn, 0.819 / 0.941 at load 4; docs/results.md).
+        LoCoMo dev 0.861 / 0.852, MT-Bench+ dev 0.757 / 0.753; LongMemEval dev at 4,000 tokens
+        0.932 / 0.941 (pooling 512 word pieces: 0.857, 0.748 and 0.819; docs/results.md).
         """
-        twin = TopicThreadStrategy(self.config, embedder="static", token_counter=self.token_counter)
-        if questions is not None:  # stands in for MiniLM's threads (static ones: the same threads)
-            twin._ranking = questions
+        if questions is None:  # a static memory: its own threads
+            return TopicThreadStrategy(self.config, embedder="static", token_counter=self.token_counter)
+        turns = static_embedder(TWIN_TURN_TOKENS)
+        twin = TopicThreadStrategy(self.config, embedder=turns, token_counter=self.token_counter)
+        twin._ranking = questions  # stands in for MiniLM's threads
         return twin
 
     def _init_state(self) -> None:

@@ -15,7 +15,13 @@ from ctxmgmt import ComponentError, ConfigurationError, KadaneDialStrategy, Mess
 from ctxmgmt.app.testing import StatePool
 from ctxmgmt.components import StaticEmbedder
 from ctxmgmt.components.embedder import as_embedder
-from ctxmgmt.components.static_embedder import STATIC_MODEL, load_static_model, shipped_model_paths
+from ctxmgmt.components.static_embedder import (
+    MAX_TOKENS,
+    STATIC_MODEL,
+    load_static_model,
+    shipped_model_paths,
+    static_embedder,
+)
 from ctxmgmt.messages.history import group_turns
 from ctxmgmt.store import SQLiteStore
 
@@ -103,6 +109,18 @@ def test_named_by_a_digest_of_its_weights(static) -> None:
     assert isinstance(as_embedder("static"), StaticEmbedder)
     with pytest.raises(ConfigurationError, match="minilm, static"):
         as_embedder("bert")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "128", None])
+def test_max_tokens_must_be_a_positive_integer(bad) -> None:
+    with pytest.raises(ConfigurationError, match="max_tokens must be a positive integer"):
+        StaticEmbedder(max_tokens=bad)
+
+
+def test_another_max_tokens_is_named_and_cached_apart(static) -> None:
+    assert static_embedder() is static_embedder(MAX_TOKENS)
+    assert static_embedder(128) is static_embedder(128) and static_embedder(128).max_tokens == 128
+    assert static_embedder(128).name == f"{static.name}/128"
 
 
 def test_missing_model_files_are_component_errors(tmp_path) -> None:

@@ -29,3 +29,15 @@ def test_its_name_joins_both_names() -> None:
     named.name = "minilm"
     assert StaticTurns(named).name == f"{static_embedder().name}+minilm"
     assert StaticTurns(object()).name.endswith("+questions")  # unnamed
+
+
+def test_max_tokens_pools_only_the_start_of_a_turn() -> None:
+    questions = HashingEmbedder(dim=384)
+    start, rest = "car exhaust", " and the garden tomatoes ripened late this summer"
+    pieces = len(static_embedder().model.token_ids(start))
+    short = StaticTurns(questions, max_tokens=pieces)
+    assert short.turns is static_embedder(pieces) and short.turns is not static_embedder()
+    assert StaticTurns(questions).turns is static_embedder()
+    assert np.allclose(short.embed([start + rest]), short.embed([start]))
+    assert not np.allclose(StaticTurns(questions).embed([start + rest]), static_embedder().embed([start]))
+    assert short.name == f"{static_embedder().name}/{pieces}+questions"

@@ -716,8 +716,8 @@ def test_select_explains_only_the_topics_in_the_context(hashing_embedder):
 
 def test_the_fast_twin_keeps_the_config_and_counter_with_offline_components(hashing_embedder):
     from ctxmgmt.app.testing import FakeLLM, HashingEmbedder, plausible_answer
-    from ctxmgmt.components.static_embedder import StaticEmbedder
-    from ctxmgmt.components.static_turns import StaticTurns
+    from ctxmgmt.components.static_embedder import MAX_TOKENS, StaticEmbedder
+    from ctxmgmt.components.static_turns import TWIN_TURN_TOKENS, StaticTurns
 
     llm = FakeLLM(plausible_answer)
     params = {"theta_fork": 0.5, "summary_words": 5, "recall_topics": 1}
@@ -735,6 +735,8 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_offline_components(hash
     questions = HashingEmbedder(dim=384)  # the static encoder's dimension, as MiniLM's
     with_questions = strategy.fast_twin(questions)
     assert isinstance(with_questions.embedder, StaticTurns) and with_questions.embedder.questions is questions
+    assert with_questions.embedder.turns.max_tokens == TWIN_TURN_TOKENS  # a long reply's start only
+    assert twin.embedder.max_tokens == MAX_TOKENS  # the static memory's own encoder: the same forest
     with_questions.add_many(strategy.turns)
     context = with_questions.select(ROME[2])
     assert "explain" not in context.details and not with_questions.explains  # its contexts are not shown

@@ -432,7 +432,8 @@ def test_turn_relevance_is_the_shared_fused_relevance():
 def test_the_fast_twin_keeps_the_config_and_counter_with_the_static_encoder_and_no_llm(hashing_embedder):
     from ctxmgmt.app.testing import FakeLLM, HashingEmbedder, plausible_answer
     from ctxmgmt.components.embedder import embed_query
-    from ctxmgmt.components.static_embedder import StaticEmbedder
+    from ctxmgmt.components.static_embedder import MAX_TOKENS, StaticEmbedder
+    from ctxmgmt.components.static_turns import TWIN_TURN_TOKENS
     from ctxmgmt.components.summarizer import ExtractiveSummarizer
     from ctxmgmt.scoring.relevance import fused_relevance
 
@@ -455,6 +456,7 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_the_static_encoder_and_
     asked = strategy.fast_twin(questions)
     asked.add_many(turns)
     assert isinstance(asked.embedder, StaticEmbedder)  # threads: built and retrieved in the static space
+    assert asked.embedder.max_tokens == TWIN_TURN_TOKENS and twin.embedder.max_tokens == MAX_TOKENS
     assert asked.scores(asked._query_vector(query), 12) == twin.scores(twin._query_vector(query), 12)
     ranked_by = embed_query(questions, query)[0].astype(np.float64)  # turns: by ``questions``
     expected = fused_relevance(asked._rows.matrix(), ranked_by, asked._lexical, query, lexical_weight=0.3)

@@ -243,11 +243,10 @@ class TopicThreadStrategy(Strategy):
         LoCoMo dev 0.861 / 0.852, MT-Bench+ dev 0.757 / 0.753; LongMemEval dev at 4,000 tokens
         0.932 / 0.941 (pooling 512 word pieces: 0.857, 0.748 and 0.819; docs/results.md).
         """
-        if questions is None:  # a static memory: its own threads
-            return TopicThreadStrategy(self.config, embedder="static", token_counter=self.token_counter)
-        turns = static_embedder(TWIN_TURN_TOKENS)
+        # no questions (a static memory): its own threads; else it stands in for MiniLM's threads
+        turns = "static" if questions is None else static_embedder(TWIN_TURN_TOKENS)
         twin = TopicThreadStrategy(self.config, embedder=turns, token_counter=self.token_counter)
-        twin._ranking = questions  # stands in for MiniLM's threads
+        twin._ranking = questions
         return twin
 
     def _init_state(self) -> None:

@@ -53,3 +53,14 @@ def component_name(component: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return type(component).__name__
+
+
+def check_int(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` when it is an int (not a bool) of at least ``minimum``.
+
+    Raises:
+        ConfigurationError: ``"<name> must be an int >= <minimum>, got <value!r>"``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxmgmt.components._coerce import check_int
 from ctxmgmt.components.extractive_summarizer import ExtractiveSummarizer
-from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.scoring.lexical import STOPWORDS
 
 
@@ -30,8 +30,7 @@ class BriefSummarizer:
     uses_llm = False
 
     def __init__(self, *, max_words: int = 15) -> None:
-        if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-            raise ConfigurationError(f"max_words must be an int >= 1, got {max_words!r}")
+        check_int(max_words, "max_words")
         self.max_words = max_words
         self._pick = ExtractiveSummarizer(max_sentences=3, max_words=200, anchor_dates=False)
 

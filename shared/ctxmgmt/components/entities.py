@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ctxmgmt.components._coerce import as_component
+from ctxmgmt.components._coerce import as_component, check_int
 from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS, LLMCaller, bound_input
 from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
 from ctxmgmt.messages.framing import MAX_ANSWER_CHARS, MAX_ENTITY_CHARS, clean_model_line, data_entries
@@ -185,8 +185,7 @@ class SpacyEntityExtractor:
     """A text's entities do not depend on the other texts of the call (callers may batch ahead)."""
 
     def __init__(self, *, labels: Iterable[str] | None = None, batch_size: int = 64) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_int(batch_size, "batch_size")
         self.labels = frozenset(labels) if labels is not None else None
         self.batch_size = batch_size
 

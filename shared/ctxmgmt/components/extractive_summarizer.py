@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ctxmgmt.components._coerce import check_int
 from ctxmgmt.components.llm_call import MAX_INPUT_CHARS, cap_text, check_max_chars
 from ctxmgmt.components.summary_words import SENTENCE_END, content_words, jaccard, specifics
 from ctxmgmt.messages.dates import anchor_dates, format_date, parse_date
@@ -148,10 +149,8 @@ class ExtractiveSummarizer:
         compact: bool = False,
     ) -> None:
         for label, value in (("max_sentences", max_sentences), ("max_words", max_words)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{label} must be an int >= 1, got {value!r}")
-        if isinstance(min_words, bool) or not isinstance(min_words, int) or min_words < 0:
-            raise ConfigurationError(f"min_words must be an int >= 0, got {min_words!r}")
+            check_int(value, label)
+        check_int(min_words, "min_words", 0)
         if not 0 < known_threshold <= 1:
             raise ConfigurationError(f"known_threshold must be in (0, 1], got {known_threshold!r}")
         self.max_sentences = max_sentences

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ctxmgmt.components._coerce import check_int
 from ctxmgmt.components.extractive_summarizer import ExtractiveSummarizer
 from ctxmgmt.components.llm_call import DEFAULT_TIMEOUT, MAX_INPUT_CHARS, LLMCaller
 from ctxmgmt.components.summarizer_protocol import Summarizer
@@ -169,8 +170,7 @@ class LLMSummarizer(LLMCaller):
         max_input_chars: int | None = MAX_INPUT_CHARS,
     ) -> None:
         super().__init__(complete, timeout=timeout, max_input_chars=max_input_chars)
-        if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 1:
-            raise ConfigurationError(f"max_items must be an int >= 1, got {max_items!r}")
+        check_int(max_items, "max_items")
         self.fallback: Summarizer = fallback if fallback is not None else ExtractiveSummarizer()
         self.max_items = max_items
         self.template = check_prompt(prompt)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxmgmt.components._coerce import check_int
 from ctxmgmt.components.frozen_encoder import FrozenEncoder, frozen_encoder_for
 from ctxmgmt.components.onnx_encoder import OnnxEncoder
 from ctxmgmt.components.pooling_encoder import is_mean_pooling
@@ -165,8 +166,7 @@ class SentenceTransformerEmbedder:
         frozen: bool = True,
         backend: str = "torch",
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigurationError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_int(batch_size, "batch_size")
         if backend not in BACKENDS:
             raise ConfigurationError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
         self.model_path = model_path

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError
+from ctxmgmt.components._coerce import check_int
+from ctxmgmt.messages.exceptions import ComponentError
 from ctxmgmt.scoring.vectors import normalise
 
 STATIC_MODEL = "static-minilm-l6-v2"
@@ -150,7 +151,7 @@ class StaticEmbedder:
             value adds ``/<max_tokens>`` to :attr:`name`.
 
     Raises:
-        ConfigurationError: ``max_tokens`` is not a positive integer.
+        ConfigurationError: ``max_tokens`` is not an int >= 1.
         ComponentError: on first use, when the model files are missing or unreadable.
 
     Example:
@@ -165,11 +166,9 @@ class StaticEmbedder:
         *,
         max_tokens: int = MAX_TOKENS,
     ) -> None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigurationError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         self.path = path
         self.tokenizer_path = tokenizer_path
-        self.max_tokens = max_tokens
+        self.max_tokens = check_int(max_tokens, "max_tokens")
 
     @property
     def model(self) -> StaticModel:

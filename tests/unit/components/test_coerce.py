@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 import pytest
 
-from ctxmgmt.components._coerce import as_component, component_name
+from ctxmgmt.components._coerce import as_component, check_int, component_name
 from ctxmgmt.components.tokens import TiktokenCounter
 from ctxmgmt.messages.exceptions import ConfigurationError, CtxMgmtError
 
@@ -64,3 +64,13 @@ def test_component_name_prefers_name_then_encoding_name_then_the_class() -> None
     assert component_name(TiktokenCounter()) == TiktokenCounter().encoding_name
     assert component_name(Hello()) == "Hello"
     assert component_name(type("Blank", (), {"name": ""})()) == "Blank"
+
+
+@pytest.mark.parametrize(("value", "minimum"), [(0, 1), (-1, 0), (True, 0), (1.0, 1), ("3", 1), (None, 1)])
+def test_check_int_refuses_anything_but_an_int_at_or_above_the_minimum(value, minimum) -> None:
+    with pytest.raises(ConfigurationError, match=rf"size must be an int >= {minimum}, got {value!r}"):
+        check_int(value, "size", minimum)
+
+
+def test_check_int_returns_the_value() -> None:
+    assert check_int(1, "size") == 1 and check_int(0, "size", 0) == 0

@@ -113,7 +113,7 @@ def test_named_by_a_digest_of_its_weights(static) -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "128", None])
 def test_max_tokens_must_be_a_positive_integer(bad) -> None:
-    with pytest.raises(ConfigurationError, match="max_tokens must be a positive integer"):
+    with pytest.raises(ConfigurationError, match="max_tokens must be an int >= 1"):
         StaticEmbedder(max_tokens=bad)
 
 

@@ -22,6 +22,7 @@ from ctxmgmt.strategies.kadanedial import (
 )
 from ctxmgmt.strategies.swin import SWinStrategy
 from tests.helpers import TOPICS
+from tests.unit.session.test_conversation import Clock
 
 QUESTION = "car exhaust rattling mechanic"
 """Its topic is turns 3-5 (tests.helpers.TOPICS)."""
@@ -100,23 +101,12 @@ def test_with_a_time_limit_a_call_indexes_a_step_and_the_next_calls_the_rest(tur
     assert len(index.strategy.turns) == len(turns)
 
 
-class Ticks:
-    """A fake clock that moves ``step`` seconds every time it is read."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
 def test_the_time_limit_counts_the_threads_work_not_the_wall_clock(turns, monkeypatch) -> None:
     # a host so busy that the thread waits far longer than it works: the wall clock runs 100x the CPU's
     monkeypatch.setattr(backlog_module, "INDEX_STEP", 2)
     monkeypatch.setattr(backlog_module, "INDEX_WALL_SECONDS", 1e9)
-    monkeypatch.setattr(backlog_module, "_cpu", Ticks(0.5))
-    monkeypatch.setattr(backlog_module, "_wall", Ticks(50.0))
+    monkeypatch.setattr(backlog_module, "_cpu", Clock(0.5))
+    monkeypatch.setattr(backlog_module, "_wall", Clock(50.0))
     index = BacklogIndex(words)
     index.update(turns, chain_hashes(turns), seconds=2.0)
     assert len(index.strategy.turns) == 8  # 4 steps of 0.5 s of work, as on a quiet host
@@ -124,8 +114,8 @@ def test_the_time_limit_counts_the_threads_work_not_the_wall_clock(turns, monkey
 
 def test_the_wall_clock_stops_a_call_the_thread_barely_runs_in(turns, monkeypatch) -> None:
     monkeypatch.setattr(backlog_module, "INDEX_STEP", 2)
-    monkeypatch.setattr(backlog_module, "_cpu", Ticks(0.0))  # never scheduled
-    monkeypatch.setattr(backlog_module, "_wall", Ticks(1.0))
+    monkeypatch.setattr(backlog_module, "_cpu", Clock(0.0))  # never scheduled
+    monkeypatch.setattr(backlog_module, "_wall", Clock(1.0))
     index = BacklogIndex(words)
     index.update(turns, chain_hashes(turns), seconds=2.0)
     ceiling = int(backlog_module.INDEX_WALL_SECONDS)  # read 1 s apart: one step a second

@@ -106,13 +106,12 @@ class BacklogIndex:
             self.twin = False
         self._chain = ""  # chain hash of the newest indexed turn
 
-    def update(
-        self, past: Sequence[Turn], chains: Sequence[str], *, seconds: float | None = INDEX_SECONDS
-    ) -> None:
-        """Index the completed turns ``past`` (for at most ``seconds``; None = all of them).
+    def update(self, past: Sequence[Turn], chains: Sequence[str], *, seconds: float | None) -> None:
+        """Index the completed turns ``past`` for at most ``seconds`` (None = all of them).
 
-        ``seconds`` counts this thread's CPU time; the wall clock stops it too, at
-        :data:`INDEX_WALL_SECONDS` or ``seconds`` if longer.
+        A conversation's call passes :data:`INDEX_SECONDS`, read at each call. ``seconds`` counts
+        this thread's CPU time; the wall clock stops it too, at :data:`INDEX_WALL_SECONDS` or
+        ``seconds`` if longer.
 
         ``chains`` are their chain hashes (:meth:`ctxmgmt.session.converted.ConvertedHistory.chains`): a
         history that no longer extends the indexed one (an edit or deletion anywhere) is indexed

@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
+import ctxmgmt.session.backlog as fast_index
 from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.components.budget import turn_tokens
 from ctxmgmt.components.embedder import SentenceTransformerEmbedder, shared_queries
@@ -393,7 +394,7 @@ class Conversation(Generic[T]):
                 recent=recent,
                 twin_of=self.strategy,
             )
-        self._backlog_index.update(past, chains)
+        self._backlog_index.update(past, chains, seconds=fast_index.INDEX_SECONDS)  # read at each call
         return self._backlog_index
 
     def _derive(

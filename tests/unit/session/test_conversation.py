@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import ctxmgmt.session.backlog as backlog_module
 import ctxmgmt.session.conversation as conversation_module
 from ctxmgmt import BudgetExceededError, InvalidMessageError, KadaneDialStrategy, SWinStrategy
 from ctxmgmt.messages.types import Message, chain_hashes
@@ -208,6 +209,19 @@ def test_the_backlog_of_a_discourse_tree_is_chosen_by_its_fast_twin(hashing_embe
     while capped.backlog:  # later calls derive the rest; then the strategy's own answer
         selection = capped.select(history)
     assert "answered_by" not in selection.context.details and not selection.context.details.get("partial")
+
+
+def test_the_twins_time_limit_is_read_at_each_call(hashing_embedder, monkeypatch):
+    from ctxmgmt import DiscourseTreeStrategy
+
+    monkeypatch.setattr(conversation_module, "BACKGROUND", False)  # only calls derive here
+    monkeypatch.setattr(conversation_module, "_monotonic", Clock(0.2))
+    monkeypatch.setattr(backlog_module, "TWIN_STEP", 8)
+    capped = Conversation("d", DiscourseTreeStrategy(embedder=hashing_embedder), CODEC, index_seconds=0.5)
+    monkeypatch.setattr(backlog_module, "INDEX_SECONDS", 0.0)  # set after the conversation was made
+    capped.select([*chat(50, "dogs"), Note("user", "what about dogs?")])
+    index = capped._backlog_index
+    assert index is not None and index.twin and len(index.strategy) == 8  # one step, then out of time
 
 
 def test_waiting_turns_take_at_most_their_share_of_the_budget_left(hashing_embedder, monkeypatch):

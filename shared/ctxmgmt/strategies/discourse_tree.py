@@ -259,9 +259,9 @@ class DiscourseTreeStrategy(Strategy):
         None: the static encoder, ``"static"``); the offline default decider and summariser,
         never this strategy's own (an LLM would be called for each of hundreds of turns in one
         call). Built about 10 times faster than with MiniLM (1,400 LoCoMo turns in 9 s instead of
-        86 s), and chooses nearly the same turns: evidence recall 0.745 against 0.745 on LoCoMo
-        dev, 0.893 against 0.904 on MT-Bench+ dev (MiniLM questions, no budget; the bench's replay;
-        turns' first 512 word pieces: 0.733 and 0.898).
+        86 s), and chooses nearly the same turns: evidence recall asked at once through LlamaIndex
+        against derived first (MiniLM questions, no budget), LoCoMo dev 0.745 / 0.718, MT-Bench+ dev
+        0.893 / 0.904 (turns' first 512 word pieces: 0.732 and 0.898; docs/results.md).
         """
         embedder = "static" if questions is None else StaticTurns(questions, max_tokens=TWIN_TURN_TOKENS)
         twin = DiscourseTreeStrategy(self.config, embedder=embedder, token_counter=self.token_counter)

@@ -40,7 +40,7 @@ def _pydantic_field(field: adapter.AdapterField) -> Any:
     return Field(default=field.default, description=field.doc, exclude=field.component)
 
 
-class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, ABC):
+class StrategyMemory(adapter.SelectionRecord, adapter.Closing, adapter.JsonString, BaseMemory, ABC):
     r"""Classic LangChain memory (``langchain_classic.base_memory.BaseMemory``) over a ctxmgmt Strategy.
 
     The raw history lives in ``chat_memory`` (any LangChain ``BaseChatMessageHistory``;
@@ -240,7 +240,12 @@ class StrategyMemory(adapter.SelectionRecord, adapter.JsonString, BaseMemory, AB
             if self._pool is None:  # also after unpickling / model_copy
                 store = None if self.store is None else as_state_store(self.store)
                 self._pool = ConversationPool(
-                    self._make_strategy, CODEC, surface="classic", store=store, max_conversations=8
+                    self._make_strategy,
+                    CODEC,
+                    surface="classic",
+                    store=store,
+                    owns_store=isinstance(self.store, str),
+                    max_conversations=8,
                 )
             sid = (
                 self.session_id

@@ -35,7 +35,7 @@ from langchain_ctxmgmt._store import as_state_store
 from langchain_ctxmgmt._tokens import as_counter
 
 
-class ThreadSelection(adapter.SelectionRecord):
+class ThreadSelection(adapter.SelectionRecord, adapter.Closing):
     """Configuration, one conversation per LangGraph thread, and the selection for a thread.
 
     Args:
@@ -120,6 +120,7 @@ class ThreadSelection(adapter.SelectionRecord):
             surface=self.surface,
             name=self._name,
             store=None if store is None else as_state_store(store),
+            owns_store=isinstance(store, str),
             max_conversations=max_sessions,
         )
         self._pool.get(None)  # builds a strategy: its errors surface now

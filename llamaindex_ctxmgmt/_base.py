@@ -30,6 +30,7 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from ctxmgmt.adapter.kit import (
     CUSTOM_COMPONENTS_KEY,
     AdapterField,
+    Closing,
     JsonString,
     SelectionRecord,
     check_adapter,
@@ -63,7 +64,7 @@ DEFAULT_TOKEN_LIMIT_RATIO = 0.75
 """Share of ``llm.metadata.context_window`` used as ``token_limit`` when an ``llm`` is given."""
 
 
-class StrategyMemory(Copies, SelectionRecord, JsonString, ChatStoreHistory, BaseChatStoreMemory):
+class StrategyMemory(Copies, SelectionRecord, Closing, JsonString, ChatStoreHistory, BaseChatStoreMemory):
     """A ``BaseChatStoreMemory`` whose :meth:`get` returns what a ctxmgmt Strategy selects.
 
     The chat store keeps every message exactly as put (:meth:`get_all` is lossless); the

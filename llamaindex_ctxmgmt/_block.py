@@ -21,7 +21,7 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 
-from ctxmgmt.adapter.kit import AdapterField, SelectionRecord, budget_param, check_adapter
+from ctxmgmt.adapter.kit import AdapterField, Closing, SelectionRecord, budget_param, check_adapter
 from ctxmgmt.adapter.offload import run_blocking_for
 from ctxmgmt.components.budget import check_budget
 from ctxmgmt.components.tokens import TokenCounter
@@ -46,7 +46,7 @@ x (1 - chat_history_token_ratio 0.7)). Without a bound a long conversation's sel
 run to tens of thousands of tokens that ``Memory`` would count and then truncate away."""
 
 
-class StrategyMemoryBlock(Copies, SelectionRecord, BaseMemoryBlock[Any]):
+class StrategyMemoryBlock(Copies, SelectionRecord, Closing, BaseMemoryBlock[Any]):
     """A ``BaseMemoryBlock`` that selects among the turns ``Memory`` flushed out of its queue.
 
     ``llama_index.core.memory.Memory`` keeps recent messages in a FIFO queue; when the queue

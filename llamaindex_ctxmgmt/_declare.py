@@ -46,6 +46,7 @@ def conversation_pool(
         surface=surface,
         name=name,
         store=None if adapter.store is None else as_state_store(adapter.store),
+        owns_store=isinstance(adapter.store, str),
         max_conversations=adapter.max_sessions,
     )
 

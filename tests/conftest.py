@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ctxmgmt.app.testing import HashingEmbedder
+from ctxmgmt.store.sqlite import SQLiteStore
 
 MODEL_FIXTURES = frozenset({"default_embedder", "spacy_extractor", "onnx_embedder"})
 """Fixtures that load real weights: a test that uses one is a ``model`` test."""
@@ -114,3 +115,20 @@ def untimed_derivation(monkeypatch):
     import ctxmgmt.session.conversation
 
     monkeypatch.setattr(ctxmgmt.session.conversation, "INDEX_SECONDS", None)
+
+
+@pytest.fixture
+def closed_stores(monkeypatch, tmp_path) -> tuple[str, list[str]]:
+    """(a ``sqlite:///`` URL in the test's directory, the paths of SQLite stores closed so far).
+
+    ``SQLiteStore.close`` is spied on; the real one still runs.
+    """
+    closed: list[str] = []
+    real = SQLiteStore.close
+
+    def close(self: SQLiteStore) -> None:
+        closed.append(str(self.path))
+        real(self)
+
+    monkeypatch.setattr(SQLiteStore, "close", close)
+    return f"sqlite:///{tmp_path / 'state.db'}", closed

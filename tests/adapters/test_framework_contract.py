@@ -31,6 +31,7 @@ whole turn in progress, not only the newest message.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import pickle
 import warnings
@@ -59,7 +60,8 @@ from pydantic import Field
 import langchain_ctxmgmt as lc
 import llamaindex_ctxmgmt as li
 from ctxmgmt.components.decider import EmbeddedDecider
-from ctxmgmt.messages.exceptions import InvalidMessageError
+from ctxmgmt.messages.exceptions import ConfigurationError, InvalidMessageError
+from ctxmgmt.store.sqlite import SQLiteStore
 from llamaindex_ctxmgmt.testing import PromptRecordingLLM
 from tests.adapters.test_acm_contract import CapitalisedExtractor
 from tests.adapters.test_langchain_contract import CAT_QUERY, TURNS, sent_tokens, words
@@ -74,6 +76,33 @@ CAT_WORD = "Miso"
 BUDGET = 60
 """A budget (whitespace words + 4 per message) below the 8 turns' ~230: selection must drop turns."""
 SYSTEM_PROMPT = "You are a concise assistant."
+
+
+async def assert_close_contract(make: Any, use: Any, url: str, closed: list[str]) -> None:
+    """``close()`` closes the store an adapter opened from ``url`` once, and later calls say closed.
+
+    A store object passed in stays open. ``make(store=...)`` builds the adapter; ``use(adapter)``
+    makes one call through its framework (sync, or a coroutine).
+    """
+
+    async def call(adapter: Any) -> None:
+        done = use(adapter)
+        if inspect.isawaitable(done):
+            await done
+
+    given = SQLiteStore(url.removeprefix("sqlite:///"))
+    kept = make(store=given)
+    await call(kept)
+    kept.close()
+    assert closed == []  # the caller's store: its owner closes it
+    adapter = make(store=url)
+    await call(adapter)
+    adapter.close()
+    adapter.close()
+    assert closed == [url.removeprefix("sqlite:///")]
+    with pytest.raises(ConfigurationError, match="closed"):
+        await call(adapter)
+    given.close()
 
 
 def fast_components(cls: type, embedder: Any) -> dict[str, Any]:
@@ -160,6 +189,13 @@ class LlamaIndexMemoryContract:
         memory.put(message)
         assert memory.get() == [message] and memory.get()[0] is message
         assert memory.get_all() == [message]
+
+    async def test_close_closes_the_store_it_opened(self, make, closed_stores):
+        def use(memory: li.StrategyMemory) -> None:
+            memory.put(li_user(CAT_QUERY))
+            memory.get()
+
+        await assert_close_contract(make, use, *closed_stores)
 
     def test_put_messages_keeps_every_object(self, make):
         memory = make()
@@ -437,6 +473,14 @@ class LlamaIndexBlockContract:
 
         return make
 
+    async def test_close_closes_the_store_it_opened(self, make_block, closed_stores):
+        async def use(block: li.StrategyMemoryBlock) -> None:
+            memory = memory_with(block)
+            await memory.aput_messages(li_history())
+            await memory.aget(input=CAT_QUERY)
+
+        await assert_close_contract(make_block, use, *closed_stores)
+
     async def test_flushed_turns_reach_the_block_losslessly(self, make_block):
         block = make_block()
         memory = memory_with(block)
@@ -611,6 +655,13 @@ class LangChainClassicContract:
             return self.memory_class(**{**components, **self.kwargs, **overrides})
 
         return make
+
+    async def test_close_closes_the_store_it_opened(self, make, closed_stores):
+        def use(memory: lc.StrategyMemory) -> None:
+            memory.save_context({"input": "bar"}, {"output": "foo"})
+            memory.load_memory_variables({"input": CAT_QUERY})
+
+        await assert_close_contract(make, use, *closed_stores)
 
     @pytest.mark.parametrize(
         ("prefixes", "expected"),
@@ -822,6 +873,13 @@ class LangChainMiddlewareContract:
         # the agent state keeps the whole conversation; the selection was for the call only
         assert [m.id for m in result["messages"][: len(full)]] == [m.id for m in full]
         assert result["messages"][-1].content == ANSWER
+
+    async def test_close_closes_the_store_it_opened(self, make, closed_stores):
+        def use(middleware: lc.StrategyMiddleware) -> None:
+            _, agent = agent_with(middleware, [ANSWER])
+            agent.invoke({"messages": [*lc_history(), HumanMessage(CAT_QUERY)]}, thread("t"))
+
+        await assert_close_contract(make, use, *closed_stores)
 
     def test_threads_never_see_each_other(self, make):
         middleware = make()

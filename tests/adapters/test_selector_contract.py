@@ -25,6 +25,7 @@ from tests.adapters.test_framework_contract import (
     CAT_QUERY,
     CAT_WORD,
     SYSTEM_PROMPT,
+    assert_close_contract,
     assert_received,
     fast_components,
     lc_history,
@@ -89,6 +90,12 @@ class LangChainSelectorContract:
         assert_received(received, full, MAX_TOKENS)
         assert answer.content == ANSWER and selector.last_context.query == CAT_QUERY
         assert all(a is b for a, b in zip(received[:1], full[:1], strict=True))  # the caller's objects
+
+    async def test_close_closes_the_store_it_opened(self, make, closed_stores):
+        def use(selector: lc.StrategySelector) -> None:
+            selector.invoke([*lc_history(), HumanMessage(CAT_QUERY)], thread("t"))
+
+        await assert_close_contract(make, use, *closed_stores)
 
     def test_prompt_template_then_selector_then_model(self, make):
         prompt = ChatPromptTemplate.from_messages(

@@ -217,6 +217,24 @@ def outage(own_postgres: str) -> Iterator[tuple[str, Callable[[], None], Callabl
         start()
 
 
+@pytest.fixture
+def closing() -> Iterator[Callable[[Any], Any]]:
+    """``closing(adapter)`` returns ``adapter`` and closes it after the test.
+
+    Each adapter given a DSN opened a PostgreSQL pool of its own; left open, it would keep
+    reconnecting (and logging) after this module's server stops.
+    """
+    adapters: list[Any] = []
+
+    def keep(adapter: Any) -> Any:
+        adapters.append(adapter)
+        return adapter
+
+    yield keep
+    for adapter in adapters:
+        adapter.close()
+
+
 def stored_turns(dsn: str) -> dict[str, int]:
     return {
         key: turns for key, turns in PostgresBackend(dsn).execute("SELECT key, turns FROM ctxmgmt_sessions")
@@ -237,9 +255,9 @@ def calls_until_stored(memory: Any, dsn: str, start: int, limit: int = 10) -> in
     return -1
 
 
-def test_an_outage_costs_no_waiting_and_heals_within_three_calls(outage: Any) -> None:
+def test_an_outage_costs_no_waiting_and_heals_within_three_calls(outage: Any, closing: Any) -> None:
     dsn, stop, start = outage
-    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="u1")
+    memory = closing(KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="u1"))
     talk(memory, 0, 6)
     assert max(stored_turns(dsn).values()) >= 5
     stop()
@@ -252,19 +270,23 @@ def test_an_outage_costs_no_waiting_and_heals_within_three_calls(outage: Any) ->
     assert 1 <= calls_until_stored(memory, dsn, 12) <= 3
     # what was written after the outage is what a process restoring it needs: nothing re-embedded
     embedder = HashingEmbedder()
-    again = KadaneDialMemory(embedder=embedder, store=dsn, session_id="u1", chat_memory=memory.chat_memory)
+    again = closing(
+        KadaneDialMemory(embedder=embedder, store=dsn, session_id="u1", chat_memory=memory.chat_memory)
+    )
     assert again.load_memory_variables({"input": QUESTION}) == memory.load_memory_variables(
         {"input": QUESTION}
     )
     assert sum(embedder.calls) <= 3
 
 
-def test_a_memory_starts_while_the_server_is_down_and_persists_when_it_returns(outage: Any) -> None:
+def test_a_memory_starts_while_the_server_is_down_and_persists_when_it_returns(
+    outage: Any, closing: Any
+) -> None:
     dsn, stop, start = outage
-    KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="warm-up")  # creates the tables
+    closing(KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="warm-up"))  # makes the tables
     stop()
     began = time.perf_counter()
-    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="u2")
+    memory = closing(KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="u2"))
     assert time.perf_counter() - began < 5
     times = talk(memory, 0, 5)
     assert max(times) < 5, times
@@ -274,9 +296,9 @@ def test_a_memory_starts_while_the_server_is_down_and_persists_when_it_returns(o
     assert any("u2" in key for key in stored_turns(dsn))
 
 
-def test_a_deletion_during_the_outage_happens_when_the_server_returns(outage: Any) -> None:
+def test_a_deletion_during_the_outage_happens_when_the_server_returns(outage: Any, closing: Any) -> None:
     dsn, stop, start = outage
-    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="u3")
+    memory = closing(KadaneDialMemory(embedder=HashingEmbedder(), store=dsn, session_id="u3"))
     talk(memory, 0, 4)
     assert stored_turns(dsn)
     stop()
@@ -398,13 +420,15 @@ def own_schema(own_postgres: str) -> str:
 
 
 def test_a_frozen_postgres_costs_one_call_one_deadline(
-    own_postgres: str, own_schema: str, caplog: Any
+    own_postgres: str, own_schema: str, caplog: Any, closing: Any
 ) -> None:
     from ctxmgmt.store.circuit import DEADLINE
 
-    memory = KadaneDialMemory(embedder=HashingEmbedder(), store=own_schema, session_id="u1")
+    memory = closing(KadaneDialMemory(embedder=HashingEmbedder(), store=own_schema, session_id="u1"))
     talk(memory, 0, 4)
-    other = KadaneDialMemory(embedder=HashingEmbedder(), store=own_schema, session_id="u2")  # its own store
+    other = closing(
+        KadaneDialMemory(embedder=HashingEmbedder(), store=own_schema, session_id="u2")
+    )  # its own store
     talk(other, 0, 2)
     with ThreadPoolExecutor(4) as pool:
         with frozen(own_postgres), caplog.at_level(logging.WARNING):
@@ -429,13 +453,15 @@ def test_a_frozen_postgres_costs_one_call_one_deadline(
         assert 1 <= calls_until_stored(memory, own_schema, 7, limit=20) <= 20
 
 
-def test_stuck_store_calls_never_starve_selectors_without_a_store(own_postgres: str, own_schema: str) -> None:
+def test_stuck_store_calls_never_starve_selectors_without_a_store(
+    own_postgres: str, own_schema: str, closing: Any
+) -> None:
     from langchain_core.messages import HumanMessage
 
     from ctxmgmt.store.circuit import DEADLINE
     from langchain_ctxmgmt import KadaneDialSelector
 
-    stored = KadaneDialSelector(embedder=HashingEmbedder(), store=own_schema)
+    stored = closing(KadaneDialSelector(embedder=HashingEmbedder(), store=own_schema))
     plain = KadaneDialSelector(embedder=HashingEmbedder())
     messages = [HumanMessage(f"Let me tell you about {topic}.") for topic in TOPICS] + [
         HumanMessage(QUESTION)
@@ -565,7 +591,9 @@ def test_an_abandoned_call_keeps_the_circuit_open_until_it_ends(tmp_path: Path) 
     assert store.load("u1") is None  # ... and the deletion asked for after it still wins
 
 
-def test_create_agent_answers_through_a_frozen_postgres(own_postgres: str, own_schema: str) -> None:
+def test_create_agent_answers_through_a_frozen_postgres(
+    own_postgres: str, own_schema: str, closing: Any
+) -> None:
     # The real agent loop: a middleware with the store pays one deadline, once; an agent without a
     # store, run at the same time, answers at once.
     import itertools
@@ -580,7 +608,7 @@ def test_create_agent_answers_through_a_frozen_postgres(own_postgres: str, own_s
     def agent(**kwargs: Any) -> Any:
         model = GenericFakeChatModel(messages=itertools.repeat(AIMessage("Miso.")))
         return create_agent(
-            model, [], middleware=[KadaneDialMiddleware(embedder=HashingEmbedder(), **kwargs)]
+            model, [], middleware=[closing(KadaneDialMiddleware(embedder=HashingEmbedder(), **kwargs))]
         )
 
     stored, plain = agent(store=own_schema), agent()

@@ -72,6 +72,24 @@ class SelectionRecord:
         return context.explain()
 
 
+class Closing:
+    """Mixin of every adapter: :meth:`close`, for a store it opened from a URL or DSN string."""
+
+    def close(self) -> None:
+        """Stop background work for this object's conversations and close the store it opened.
+
+        Only a store given as a string (``store="postgresql://..."``, ``"sqlite:///memories.db"``)
+        is closed: its connections (a PostgreSQL pool, which otherwise keeps reconnecting after
+        the server goes away) are released. A store object passed in stays open for its owner.
+        Derived state already stored stays. Idempotent; a copy shares the store, so closing
+        either closes it for both. A later call raises
+        :class:`~ctxmgmt.messages.exceptions.ConfigurationError`.
+        """
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
+
+
 class JsonString:
     """Mixin of the memories: ``to_string``/``from_string`` as the JSON of ``to_dict``/``from_dict``."""
 

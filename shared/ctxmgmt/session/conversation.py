@@ -531,7 +531,7 @@ class ConversationPool(Pool[Conversation[T], T]):
     """The :class:`~ctxmgmt.session.pool.Pool` of :class:`Conversation` objects an adapter keeps.
 
     Args and behaviour: :class:`~ctxmgmt.session.pool.Pool` (``factory``, ``codec``, ``surface``,
-    ``name``, ``store``, ``max_conversations``).
+    ``name``, ``store``, ``owns_store``, ``max_conversations``).
     """
 
     def open(self, key: str, strategy: Strategy, store: StateStore | None) -> Conversation[T]:

@@ -74,6 +74,8 @@ class Pool(Generic[C, T]):
             key when given; None = none.
         store: Where derived state persists; None = in this process only (unless
             :meth:`get` is given one).
+        owns_store: Whether the pool opened ``store`` itself (from a URL or DSN string), so
+            :meth:`close` closes it; False: the caller's store stays open.
         max_conversations: Live conversations kept in memory; :data:`DEFAULT_MAX_SESSIONS` (1000).
 
     Raises:
@@ -88,6 +90,7 @@ class Pool(Generic[C, T]):
         surface: str,
         name: str | None = None,
         store: StateStore | None = None,
+        owns_store: bool = False,
         max_conversations: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         if (
@@ -101,7 +104,9 @@ class Pool(Generic[C, T]):
         self.surface = surface
         self.name = name
         self.store = store
+        self.owns_store = owns_store
         self.max_conversations = max_conversations
+        self.closed = False
         self._conversations: OrderedDict[str, C] = OrderedDict()
         self._lock = threading.Lock()
         renew_after_fork(self)
@@ -152,10 +157,15 @@ class Pool(Generic[C, T]):
 
         ``store`` is used when the pool has none of its own (a middleware without ``store=``
         takes the agent's store, passed per call).
+
+        Raises:
+            ConfigurationError: the pool is closed (:meth:`close`).
         """
         conversation_id = DEFAULT_SESSION if conversation_id is None else str(conversation_id)
         store = self.store if self.store is not None else store
         with self._lock:
+            if self.closed:
+                raise ConfigurationError("this memory is closed (close() was called): make a new one")
             conversation = self._conversations.get(conversation_id)
             if conversation is None or conversation.store is not store:
                 if conversation is not None:
@@ -194,6 +204,20 @@ class Pool(Generic[C, T]):
             )
         if conversation is not None:
             conversation.close()
+
+    def close(self) -> None:
+        """Let every live conversation go, then close the store if the pool opened it. Idempotent.
+
+        Stored state stays (a new pool on the same store reloads it); background work for these
+        conversations stops. A deep copy shares the store, so closing either closes it for both.
+        """
+        with self._lock:
+            live, self._conversations = list(self._conversations.values()), OrderedDict()
+            was_closed, self.closed = self.closed, True
+        for conversation in live:
+            conversation.close()
+        if self.owns_store and self.store is not None and not was_closed:
+            self.store.close()
 
     @property
     def llm_calls(self) -> int:

@@ -97,3 +97,27 @@ def test_a_deep_copy_copies_the_conversations_and_shares_the_store(hashing_embed
     assert clone.get("a") is not a and clone.get("a").key == a.key
     clone.renew_locks()  # a forked child's: the mapping still works
     assert clone.get("a").key == a.key
+
+
+class Closable(InMemoryStore):
+    """An in-process store that counts its ``close()`` calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+@pytest.mark.parametrize("owns", [True, False])
+def test_close_lets_every_conversation_go_and_closes_only_a_store_it_opened(hashing_embedder, owns) -> None:
+    store = Closable()
+    p = pool(hashing_embedder, store=store, owns_store=owns)
+    a, b = p.get("a"), p.get("b")
+    p.close()
+    p.close()  # idempotent: the store is closed once
+    assert a.closed and b.closed and len(p) == 0
+    assert store.closes == (1 if owns else 0)
+    with pytest.raises(ConfigurationError, match="closed"):
+        p.get("a")

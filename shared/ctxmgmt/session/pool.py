@@ -82,6 +82,10 @@ class Pool(Generic[C, T]):
         ConfigurationError: ``max_conversations`` is not a positive int.
     """
 
+    owns_store = False
+    closed = False
+    """Whether :meth:`close` was called (class defaults: a pool pickled before these existed)."""
+
     def __init__(
         self,
         factory: Callable[[], Strategy],

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 from ctxmgmt.adapter.copying import deep_copy
+from ctxmgmt.components._coerce import check_int
 from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.session.codec import Codec
 from ctxmgmt.session.worker import renew_after_fork
@@ -97,12 +98,7 @@ class Pool(Generic[C, T]):
         owns_store: bool = False,
         max_conversations: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
-        if (
-            isinstance(max_conversations, bool)
-            or not isinstance(max_conversations, int)
-            or max_conversations < 1
-        ):
-            raise ConfigurationError(f"max_sessions must be an int >= 1, got {max_conversations!r}")
+        check_int(max_conversations, "max_sessions")
         self.factory = factory
         self.codec = codec
         self.surface = surface

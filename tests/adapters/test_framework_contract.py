@@ -79,7 +79,7 @@ SYSTEM_PROMPT = "You are a concise assistant."
 
 
 async def assert_close_contract(make: Any, use: Any, url: str, closed: list[str]) -> None:
-    """``close()`` closes the store an adapter opened from ``url`` once, and later calls say closed.
+    """``close()`` and ``aclose()`` close a store the adapter opened from ``url`` once; then calls say closed.
 
     A store object passed in stays open. ``make(store=...)`` builds the adapter; ``use(adapter)``
     makes one call through its framework (sync, or a coroutine).
@@ -99,9 +99,19 @@ async def assert_close_contract(make: Any, use: Any, url: str, closed: list[str]
     await call(adapter)
     adapter.close()
     adapter.close()
-    assert closed == [url.removeprefix("sqlite:///")]
+    path = url.removeprefix("sqlite:///")
+    assert closed == [path]
     with pytest.raises(ConfigurationError, match="closed"):
         await call(adapter)
+    reopened = make(store=url)  # the same file, closed from async code this time
+    await call(reopened)
+    await reopened.aclose()
+    await reopened.aclose()
+    assert closed == [path, path]
+    with pytest.raises(ConfigurationError, match="closed"):
+        await call(reopened)
+    await kept.aclose()
+    assert closed == [path, path]
     given.close()
 
 

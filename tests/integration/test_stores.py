@@ -807,6 +807,53 @@ def test_an_adapter_closes_the_postgres_pool_it_opened_from_a_dsn(
         use()
 
 
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+def test_aclose_in_async_code_leaves_no_postgres_connection(
+    framework: str, pg_dsn: str, postgres_dsn: str, hashing_embedder: Any
+) -> None:
+    """An adapter used from async code (``ainvoke``, ``aget``) and closed by ``await aclose()``."""
+    import psycopg
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from llama_index.core.base.llms.types import ChatMessage
+
+    from langchain_ctxmgmt import KadaneDialMiddleware
+    from llamaindex_ctxmgmt import KadaneDialMemory
+
+    name = f"aclose-{uuid.uuid4().hex[:8]}"
+    dsn = f"{pg_dsn} application_name={name}"
+
+    def connections() -> int:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,))
+            return int(row.fetchone()[0])  # type: ignore[index]
+
+    async def scenario() -> None:
+        if framework == "langchain":
+            adapter: Any = KadaneDialMiddleware(embedder=hashing_embedder, store=dsn)
+            model = GenericFakeChatModel(messages=iter([AIMessage("Noted.")] * 2))
+            agent = create_agent(model, [], middleware=[adapter])
+
+            async def use() -> None:
+                await agent.ainvoke({"messages": [HumanMessage("My cat is Miso.")]})
+        else:
+            adapter = KadaneDialMemory.from_defaults(embed_model=hashing_embedder, store=dsn)
+
+            async def use() -> None:
+                await adapter.aput(ChatMessage(role="user", content="My cat is Miso."))
+                await adapter.aget()
+
+        await use()
+        assert connections() >= 1
+        await adapter.aclose()
+        assert connections() == 0
+        with pytest.raises(ConfigurationError, match="closed"):
+            await use()
+
+    asyncio.run(scenario())
+
+
 # -- open_store and imports --------------------------------------------------------------------
 def test_open_store_forms(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

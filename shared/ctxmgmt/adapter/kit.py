@@ -89,6 +89,15 @@ class Closing:
         if pool is not None:
             pool.close()
 
+    async def aclose(self) -> None:
+        """:meth:`close` from async code (a shutdown hook): the store is closed off the event loop.
+
+        A PostgreSQL pool the object opened for async calls on this loop is awaited.
+        """
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            await pool.aclose()
+
 
 class JsonString:
     """Mixin of the memories: ``to_string``/``from_string`` as the JSON of ``to_dict``/``from_dict``."""

@@ -24,7 +24,7 @@ from ctxmgmt.components._coerce import check_int
 from ctxmgmt.messages.exceptions import ConfigurationError
 from ctxmgmt.session.codec import Codec
 from ctxmgmt.session.worker import renew_after_fork
-from ctxmgmt.store.base import StateStore
+from ctxmgmt.store.base import StateStore, aclose_store
 from ctxmgmt.store.keys import compose_key
 from ctxmgmt.strategies.base import Strategy
 
@@ -211,13 +211,31 @@ class Pool(Generic[C, T]):
         Stored state stays (a new pool on the same store reloads it); background work for these
         conversations stops. A deep copy shares the store, so closing either closes it for both.
         """
+        store = self._release()
+        if store is not None:
+            store.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from async code: the store closed without blocking the event loop.
+
+        A PostgreSQL store's async pool on the running loop is awaited
+        (:func:`~ctxmgmt.store.base.aclose_store`).
+        """
+        store = self._release()
+        if store is not None:
+            await aclose_store(store)
+
+    def _release(self) -> StateStore | None:
+        """Let every live conversation go and mark the pool closed; the store to close, if any.
+
+        The store only on the first call, and only when the pool opened it (``owns_store``).
+        """
         with self._lock:
             live, self._conversations = list(self._conversations.values()), OrderedDict()
             was_closed, self.closed = self.closed, True
         for conversation in live:
             conversation.close()
-        if self.owns_store and self.store is not None and not was_closed:
-            self.store.close()
+        return self.store if self.owns_store and not was_closed else None
 
     @property
     def llm_calls(self) -> int:

@@ -317,3 +317,19 @@ class AsyncStateStore:
     async def adelete(self, key: str) -> None:
         """Async :meth:`StateStore.delete`."""
         await run_blocking_stored(self.delete, key)  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        """Async :meth:`StateStore.close`."""
+        await run_blocking_stored(self.close)  # type: ignore[attr-defined]
+
+
+async def aclose_store(store: StateStore) -> None:
+    """Close ``store`` from async code: its ``aclose`` when it has one, else ``close`` on a store thread.
+
+    A PostgreSQL store's ``aclose`` awaits the async pool it opened on the running event loop.
+    """
+    aclose = getattr(store, "aclose", None)
+    if aclose is not None:
+        await aclose()
+    else:
+        await run_blocking_stored(store.close)

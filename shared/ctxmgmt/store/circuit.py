@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ctxmgmt.adapter.offload import store_pool
+from ctxmgmt.adapter.offload import run_blocking_stored, store_pool
 from ctxmgmt.messages.exceptions import ConfigurationError, CtxMgmtError
 from ctxmgmt.store.base import (
     AsyncStateStore,
@@ -54,6 +54,7 @@ from ctxmgmt.store.base import (
     StoredSession,
     StoreError,
     TurnEntry,
+    aclose_store,
 )
 
 logger = logging.getLogger(__name__)
@@ -380,11 +381,21 @@ class CircuitStore(AsyncStateStore):
 
     def close(self) -> None:
         """Stop retrying and close the wrapped store."""
+        inner = self._stop_retrying()
+        if inner is not None:
+            inner.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` from async code: the wrapped store closed by its ``aclose`` when it has one."""
+        inner = await run_blocking_stored(self._stop_retrying)
+        if inner is not None:
+            await aclose_store(inner)
+
+    def _stop_retrying(self) -> StateStore | None:
+        """End the retry thread (waiting up to 5 s for it); the wrapped store, if there is one."""
         self._stop.set()
         self._wake.set()
         retrier = self._retrier
         if retrier is not None and retrier is not threading.current_thread():
             retrier.join(timeout=5)
-        inner = self._inner
-        if inner is not None:
-            inner.close()
+        return self._inner

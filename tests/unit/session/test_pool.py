@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -119,5 +120,35 @@ def test_close_lets_every_conversation_go_and_closes_only_a_store_it_opened(hash
     p.close()  # idempotent: the store is closed once
     assert a.closed and b.closed and len(p) == 0
     assert store.closes == (1 if owns else 0)
+    with pytest.raises(ConfigurationError, match="closed"):
+        p.get("a")
+
+
+class AsyncClosable(Closable):
+    """A store with an ``aclose`` (as PostgreSQL's), counting its calls apart from ``close``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acloses = 0
+
+    async def aclose(self) -> None:
+        self.acloses += 1
+
+
+@pytest.mark.parametrize("owns", [True, False])
+@pytest.mark.parametrize("kind", [Closable, AsyncClosable])
+def test_aclose_lets_every_conversation_go_and_awaits_an_owned_store(hashing_embedder, owns, kind) -> None:
+    store = kind()
+    p = pool(hashing_embedder, store=store, owns_store=owns)
+    a = p.get("a")
+
+    async def close_twice() -> None:
+        await p.aclose()
+        await p.aclose()
+
+    asyncio.run(close_twice())
+    assert a.closed and len(p) == 0
+    closes = (store.closes, getattr(store, "acloses", 0))
+    assert closes == ((0, 0) if not owns else (1, 0) if kind is Closable else (0, 1))
     with pytest.raises(ConfigurationError, match="closed"):
         p.get("a")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from ctxmgmt.store.base import (
     StaleStateError,
     StateStore,
     StoreError,
+    aclose_store,
     checked_header,
     decode,
     encode,
@@ -116,3 +118,30 @@ def test_the_async_variants_run_the_sync_methods() -> None:
         assert await store.aload("k") is None
 
     asyncio.run(use())
+
+
+class Recorded:
+    """A store by the protocol alone (no ``aclose``), recording the thread ``close`` ran on."""
+
+    def __init__(self) -> None:
+        self.closed_on: list[int] = []
+
+    def close(self) -> None:
+        self.closed_on.append(threading.get_ident())
+
+
+def test_aclose_store_closes_a_store_without_aclose_off_the_event_loop() -> None:
+    store = Recorded()
+    asyncio.run(aclose_store(store))  # type: ignore[arg-type]
+    assert len(store.closed_on) == 1 and store.closed_on[0] != threading.get_ident()
+
+
+def test_the_default_aclose_runs_close() -> None:
+    closed: list[bool] = []
+
+    class Counted(InMemoryStore):
+        def close(self) -> None:
+            closed.append(True)
+
+    asyncio.run(Counted().aclose())
+    assert closed == [True]

@@ -6,6 +6,7 @@ Outages of real servers (a stopped or frozen PostgreSQL, a locked SQLite file) a
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 
@@ -176,5 +177,38 @@ def test_a_closed_circuit_store_refuses_calls_after_close() -> None:
     with pytest.raises(StoreError):
         store.load("k")
     store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.load("k")
+
+
+class AsyncClosed(InMemoryStore):
+    """An in-process store with an ``aclose`` (as PostgreSQL's), recording which close ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.how: list[str] = []
+
+    def close(self) -> None:
+        self.how.append("close")
+
+    async def aclose(self) -> None:
+        self.how.append("aclose")
+
+
+def test_aclose_stops_retrying_and_awaits_the_wrapped_stores_aclose() -> None:
+    inner = AsyncClosed()
+    store = CircuitStore(inner)
+    asyncio.run(store.aclose())
+    assert inner.how == ["aclose"]
+
+
+def test_aclose_closes_a_wrapped_store_without_aclose_on_a_store_thread() -> None:
+    inner = Flaky()
+    store = CircuitStore(inner, first_retry=10)
+    inner.error = OSError("down")
+    with pytest.raises(StoreError):
+        store.load("k")  # the retry thread starts
+    asyncio.run(store.aclose())
+    assert store._retrier is None or not store._retrier.is_alive()
     with pytest.raises(StoreError, match="closed"):
         store.load("k")

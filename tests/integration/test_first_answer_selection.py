@@ -153,17 +153,18 @@ def runs(default_embedder, dialogue) -> Iterator[Callable[[str, str], tuple[Run,
 
 MISSED = {
     "llamaindex:ACM": "containment 0.2000 at once vs 0.2067 derived first (-0.007, 1 question; margin 0.005)",
-    "llamaindex:DiscourseTree": "recall 0.7472 at once vs 0.7033 derived first (+0.044; margin 0.02)",
+    "llamaindex:DiscourseTree": "recall 0.7289 at once vs 0.7033 derived first (+0.026; margin 0.02)",
 }
 """Cases that miss issue 32's margin on this dialogue today (150 questions, 213 turns waiting): the
 figures measured. ACM's entities wait for the starved worker, and one answer needs them; a
 question weighs more here (0.0067) than the containment margin. DiscourseTree's twin finds more
-than the derived memory at fewer tokens (token ratio 0.149 against 0.185), as on all of LoCoMo
-dev (``benchmarks/asked_at_once.py``, 584 questions: 0.745 against 0.718, 0.007 outside its
-two-sided margin). Within: KadaneDial 0.9289 / 0.9300, TopicThread 0.8606 / 0.8750, SWin 0.2133
-/ 0.2133 (LangChain 0.1933 / 0.1933). On the 80-turn slice asked before (65 questions, 0.015
-each) KadaneDial (0.9115 / 0.9423) and TopicThread (0.8885 / 0.9231) missed and ACM did not.
-Remove a line when its case passes (strict: it then fails as XPASS)."""
+than the derived memory on this dialogue; on all of LoCoMo dev it is within its two-sided margin
+since its cosines are read on MiniLM's scale (``benchmarks/asked_at_once.py``, 584 questions:
+0.726 against 0.718; before, 0.745, and 0.7472 here). Within: KadaneDial 0.9289 / 0.9300,
+TopicThread 0.8606 / 0.8750, SWin 0.2133 / 0.2133 (LangChain 0.1933 / 0.1933). On the 80-turn
+slice asked before (65 questions, 0.015 each) KadaneDial (0.9115 / 0.9423) and TopicThread
+(0.8885 / 0.9231) missed and ACM did not. Remove a line when its case passes (strict: it then
+fails as XPASS)."""
 
 
 CASES = [("llamaindex", m) for m in BENCH.MEMORIES] + [("langchain", "SWin")]

@@ -19,7 +19,13 @@ import numpy as np
 from ctxmgmt.components.decider import THETA_FORK, Decider, TopicView, as_decider
 from ctxmgmt.components.embedder import Embedder, as_embedder
 from ctxmgmt.components.llm_call import bound_input, meter_calls
-from ctxmgmt.components.static_turns import TWIN_TURN_TOKENS, StaticTurns
+from ctxmgmt.components.static_turns import (
+    STATIC_COSINE_MAP,
+    STATIC_PAIR_COSINE_MAP,
+    TWIN_TURN_TOKENS,
+    CosineMap,
+    StaticTurns,
+)
 from ctxmgmt.components.summarizer import BriefSummarizer, Summarizer, as_summarizer
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
@@ -202,6 +208,11 @@ class DiscourseTreeStrategy(Strategy):
         llm_calls: LLM calls made by the decider and the summarizer (0 by default).
         explains: Whether a context's details hold the explanation (``details["explain"]``, the
             drawn forest); True, False for a :meth:`fast_twin`.
+        turn_map: The (scale, shift) cosines with a turn's own user-message vector are read
+            through before the decisions; None (as they are), a :meth:`fast_twin`'s
+            :data:`~ctxmgmt.components.static_turns.STATIC_PAIR_COSINE_MAP`.
+        question_map: The same for a question's vector (embedded as a query); None, a fast
+            twin's :data:`~ctxmgmt.components.static_turns.STATIC_COSINE_MAP`.
 
     Example:
         >>> from ctxmgmt import Message, Turn
@@ -235,6 +246,8 @@ class DiscourseTreeStrategy(Strategy):
             BriefSummarizer(max_words=self.summary_words) if summarizer is None else as_summarizer(summarizer)
         )
         self.explains = True  # details["explain"] drawn (a fast twin's contexts are never shown)
+        self.turn_map: CosineMap | None = None
+        self.question_map: CosineMap | None = None
         self._embeddings = ForestVectors()
         self._plans: OrderedDict[tuple[str, int], Plan] = OrderedDict()
         self._init_forest()
@@ -258,14 +271,21 @@ class DiscourseTreeStrategy(Strategy):
         word pieces) and questions by ``questions`` (:class:`~ctxmgmt.components.static_turns.StaticTurns`;
         None: the static encoder, ``"static"``); the offline default decider and summariser,
         never this strategy's own (an LLM would be called for each of hundreds of turns in one
-        call). Built about 10 times faster than with MiniLM (1,400 LoCoMo turns in 9 s instead of
-        86 s), and chooses nearly the same turns: evidence recall asked at once through LlamaIndex
-        against derived first (MiniLM questions, no budget), LoCoMo dev 0.745 / 0.718, MT-Bench+ dev
-        0.893 / 0.904 (turns' first 512 word pieces: 0.732 and 0.898; docs/results.md).
+        call). Given ``questions``, its cosines are read on MiniLM's scale, which the decider's
+        thresholds were tuned on: a turn's user message against the forest through
+        :data:`~ctxmgmt.components.static_turns.STATIC_PAIR_COSINE_MAP`, a question through
+        :data:`~ctxmgmt.components.static_turns.STATIC_COSINE_MAP` (:attr:`turn_map`,
+        :attr:`question_map`). Built about 10 times faster than with MiniLM (1,400 LoCoMo turns
+        in 9 s instead of 86 s). It finds about as much, with other turns (a fifth of the turns
+        shown are the same on LoCoMo dev): evidence recall asked at once through LlamaIndex
+        against derived first (MiniLM questions, no budget), LoCoMo dev 0.726 / 0.718, MT-Bench+
+        dev 0.917 / 0.904 (cosines unmapped: 0.745 and 0.893; docs/results.md).
         """
         embedder = "static" if questions is None else StaticTurns(questions, max_tokens=TWIN_TURN_TOKENS)
         twin = DiscourseTreeStrategy(self.config, embedder=embedder, token_counter=self.token_counter)
         twin.explains = False  # only its turns are read (drawing the forest: 2 ms a question at 1,000 turns)
+        if questions is not None:  # read on MiniLM's scale, which the decider's thresholds were tuned on
+            twin.turn_map, twin.question_map = STATIC_PAIR_COSINE_MAP, STATIC_COSINE_MAP
         return twin
 
     # -- inspection ----------------------------------------------------------------------------
@@ -307,6 +327,10 @@ class DiscourseTreeStrategy(Strategy):
     def _query_vector(self, query: str) -> np.ndarray:
         return self._embeddings.query(self.embedder, query)
 
+    def _cosine_map(self, query: str) -> CosineMap | None:
+        """The map of cosines with the cached vector of ``query``: a question's or a turn's."""
+        return self.question_map if self._embeddings.asked(query) else self.turn_map
+
     def _count_calls(self, calls: int) -> None:
         self._llm_calls += calls
 
@@ -315,22 +339,24 @@ class DiscourseTreeStrategy(Strategy):
         key = (query, len(self._forest.nodes))
         plan = self._plans.get(key)
         if plan is None:
+            q = self._query_vector(query)
             plan = self._plans[key] = plan_query(
                 self._forest,
                 self.decider,
                 query,
-                self._query_vector(query),
+                q,
                 theta_fork=self.theta_fork,
                 candidates=self.candidates,
                 count_calls=self._count_calls,
+                cosine_map=self._cosine_map(query),
             )
             while len(self._plans) > PLAN_CACHE:
                 self._plans.popitem(last=False)
         return plan
 
-    def _topic_views(self, q: np.ndarray) -> list[TopicView]:
+    def _topic_views(self, q: np.ndarray, cosine_map: CosineMap | None = None) -> list[TopicView]:
         """Every tree as the topic decision sees it for the query vector ``q``."""
-        return self._forest.topic_views(q)
+        return self._forest.topic_views(q, cosine_map=cosine_map)
 
     # -- adding turns ----------------------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:
@@ -398,12 +424,13 @@ class DiscourseTreeStrategy(Strategy):
 
     def _selection(self, plan: Plan, query: str, q: np.ndarray) -> ForestSelection:
         """The turns and summary sections for ``plan``, within the caps but not yet the budget."""
+        cosine_map = self._cosine_map(query)
         if self.recall_topics:
-            relevance, found = self._recall.scored(self._forest, self._turns, query, q)
+            relevance, found = self._recall.scored(self._forest, self._turns, query, q, cosine_map)
         else:
             relevance, found = np.zeros(len(self._turns)), []
         recalled = self._recall.recalled(self._forest, plan, query, relevance, found)
-        sims = self._forest.node_similarities(q)[1]
+        sims = self._forest.node_similarities(q, cosine_map)[1]
         selection = ForestSelection.of(
             self._forest,
             plan,

@@ -19,6 +19,7 @@ import numpy as np
 
 from ctxmgmt.components.decider import TopicView
 from ctxmgmt.components.embedder import dot_rows
+from ctxmgmt.components.static_turns import CosineMap, map_cosines
 from ctxmgmt.messages.types import Turn
 from ctxmgmt.scoring.rows import RowStack
 from ctxmgmt.strategies.forest_records import (
@@ -90,7 +91,9 @@ class Forest:
         self._tree_sums: list[np.ndarray] = []  # per tree, the sum of its nodes' query vectors
         self._parts: dict[int, TreeParts] = {}  # tree id -> its view parts (:meth:`tree_parts`)
         self._paths: dict[int, tuple[list[int], set[int]]] = {}  # tree id -> :meth:`path_of`
-        self._last_similarities: tuple[np.ndarray, int, tuple[np.ndarray, np.ndarray]] | None = None
+        self._last_similarities: (
+            tuple[np.ndarray, tuple[int, CosineMap | None], tuple[np.ndarray, np.ndarray]] | None
+        ) = None
         self._query_rows = RowStack()  # query_vectors stacked (node order)
         self._content_rows = RowStack()  # vectors stacked (node order)
         self._links: dict[int, list[int]] = {}  # tree -> trees joined to it by a follow-on opening
@@ -151,23 +154,35 @@ class Forest:
         """(user-message vectors, whole-turn vectors) of every node, stacked as nodes are placed or loaded."""
         return self._query_rows.matrix(), self._content_rows.matrix()
 
-    def node_similarities(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine of ``q`` with every node's user message and with its whole turn (node order)."""
+    def node_similarities(
+        self, q: np.ndarray, cosine_map: CosineMap | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine of ``q`` with every node's user message and with its whole turn (node order).
+
+        Through ``cosine_map`` when given (a fast twin's static vectors read on MiniLM's scale).
+        """
         if not self.nodes:
             return np.zeros(0), np.zeros(0)
         last = self._last_similarities  # plan and select ask for the same query's in a row
-        if last is not None and last[0] is q and last[1] == len(self.nodes):
+        if last is not None and last[0] is q and last[1] == (len(self.nodes), cosine_map):
             return last[2]
         queries, contents = self.matrices()
-        sims = dot_rows(queries, q), dot_rows(contents, q)
-        self._last_similarities = (q, len(self.nodes), sims)
+        sims = map_cosines(dot_rows(queries, q), cosine_map), map_cosines(dot_rows(contents, q), cosine_map)
+        self._last_similarities = (q, (len(self.nodes), cosine_map), sims)
         return sims
 
     def topic_views(
-        self, q: np.ndarray, sims: tuple[np.ndarray, np.ndarray] | None = None
+        self,
+        q: np.ndarray,
+        sims: tuple[np.ndarray, np.ndarray] | None = None,
+        cosine_map: CosineMap | None = None,
     ) -> list[TopicView]:
-        """Every tree as the topic decision sees it for the query vector ``q``."""
-        query_sims, content_sims = self.node_similarities(q) if sims is None else sims
+        """Every tree as the topic decision sees it for the query vector ``q``.
+
+        ``sims``: :meth:`node_similarities` of ``q`` and ``cosine_map``, when already computed.
+        """
+        query_sims, content_sims = self.node_similarities(q, cosine_map) if sims is None else sims
+        scale, shift = (1.0, 0.0) if cosine_map is None else cosine_map
         views = []
         for tree in self.trees:
             parts = self.tree_parts(tree)
@@ -176,12 +191,12 @@ class Forest:
                 TopicView(
                     id=tree.id,
                     summary=parts.summary[0],
-                    similarity=float(self._tree_sums[tree.id] @ q / norm) if norm else 0.0,
+                    similarity=float(self._tree_sums[tree.id] @ q / norm) * scale + shift if norm else 0.0,
                     recent=float(query_sims[tree.current]),
                     best=float(query_sims[parts.ids].max()),
                     nodes=parts.size,
                     active=tree.id == self.active,
-                    window=float(parts.window @ q / window_norm) if window_norm else 0.0,
+                    window=float(parts.window @ q / window_norm) * scale + shift if window_norm else 0.0,
                     last_query=self.nodes[tree.current].query,
                     content=float(content_sims[parts.ids].max()),
                 )

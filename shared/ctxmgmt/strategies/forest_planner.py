@@ -18,6 +18,7 @@ import numpy as np
 
 from ctxmgmt.components.decider import BranchDecision, Decider, NodeView, TopicDecision
 from ctxmgmt.components.llm_call import meter_calls
+from ctxmgmt.components.static_turns import CosineMap
 from ctxmgmt.strategies.forest import Forest
 from ctxmgmt.strategies.forest_records import Plan, TopicTree
 
@@ -37,15 +38,18 @@ def plan_query(
     theta_fork: float,
     candidates: int,
     count_calls: Callable[[int], None],
+    cosine_map: CosineMap | None = None,
 ) -> Plan:
     """The plan of ``query`` (its vector ``q``) in ``forest``: steps 1-3.
 
     ``theta_fork`` and ``candidates`` are ``DiscourseTreeConfig``'s; ``count_calls`` receives
-    the LLM calls of each decision as soon as it is made. A decision naming a tree or node that
-    does not exist falls back to creating a topic or continuing the branch.
+    the LLM calls of each decision as soon as it is made; ``cosine_map`` puts the cosines on
+    the scale the decider and ``theta_fork`` were tuned on (None: as they are). A decision
+    naming a tree or node that does not exist falls back to creating a topic or continuing the
+    branch.
     """
-    node_sims = forest.node_similarities(q)
-    views = forest.topic_views(q, node_sims)
+    node_sims = forest.node_similarities(q, cosine_map)
+    views = forest.topic_views(q, node_sims, cosine_map)
     with meter_calls() as meter:
         topic = decider.decide_topic(query, views)
     count_calls(meter.calls_of(decider, uses=1 if views else 0))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxmgmt.components.decider import ANAPHORA_CUES, has_cue
+from ctxmgmt.components.static_turns import CosineMap
 from ctxmgmt.messages.types import Turn
 from ctxmgmt.scoring.kadane import NEIGHBOUR_WEIGHT, SHARPNESS, TUNED_TAU, kadane_dial, shape_signal
 from ctxmgmt.scoring.lexical import BM25Index
@@ -41,23 +42,29 @@ class ForestRecall:
         self.ratio = ratio
         self.window = window
         self._lexical = BM25Index()
-        self._last: tuple[tuple[str, int], tuple[np.ndarray, list[int]]] | None = None
+        self._last: tuple[tuple[str, int, CosineMap | None], tuple[np.ndarray, list[int]]] | None = None
 
     def scored(
-        self, forest: Forest, turns: Sequence[Turn], query: str, q: np.ndarray
+        self,
+        forest: Forest,
+        turns: Sequence[Turn],
+        query: str,
+        q: np.ndarray,
+        cosine_map: CosineMap | None = None,
     ) -> tuple[np.ndarray, list[int]]:
         """(every turn's relevance, the turns KadaneDial finds in it) for ``query`` (its vector ``q``).
 
-        A turn's relevance is its cosine plus KadaneDial's weighted, max-scaled BM25. Kept for
-        the last query until a turn is placed (keyed by the number of nodes): a memory block
-        selects the same query again when LlamaIndex ``Memory`` truncates it, and then only trims.
+        A turn's relevance is its cosine (through ``cosine_map`` when given) plus KadaneDial's
+        weighted, max-scaled BM25. Kept for the last query until a turn is placed (keyed by the
+        number of nodes): a memory block selects the same query again when LlamaIndex ``Memory``
+        truncates it, and then only trims.
         """
-        key = (query, len(forest.nodes))
+        key = (query, len(forest.nodes), cosine_map)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         while len(self._lexical) < len(turns):  # the index follows the turns (reset, restore)
             self._lexical.add(turns[len(self._lexical)].text)
-        cosines = forest.node_similarities(q)[1]
+        cosines = forest.node_similarities(q, cosine_map)[1]
         contents = forest.matrices()[1]
         relevance = fused_relevance(
             contents, q, self._lexical, query, lexical_weight=LEXICAL_WEIGHT, cosines=cosines

@@ -37,6 +37,7 @@ class ForestVectors:
     def __init__(self) -> None:
         self.contents: dict[str, np.ndarray] = {}  # turn fingerprint -> whole-turn vector
         self.queries: OrderedDict[str, np.ndarray] = OrderedDict()  # user message -> its vector
+        self._asked: set[str] = set()  # the queries embedded as questions (embed_query)
         self._staged: dict[str, np.ndarray] = {}  # vectors embedded ahead of add (:meth:`stage`)
 
     def dimension(self) -> int | None:
@@ -54,11 +55,20 @@ class ForestVectors:
         if vector is None:
             vector = embed_query(embedder, text, dim=self.dimension())[0]
             self.queries[text] = vector
+            self._asked.add(text)
             while len(self.queries) > QUERY_CACHE:
-                self.queries.popitem(last=False)
+                self._asked.discard(self.queries.popitem(last=False)[0])
         else:
             self.queries.move_to_end(text)
         return vector
+
+    def asked(self, text: str) -> bool:
+        """Whether the cached vector of ``text`` was embedded as a question (``embed_query``).
+
+        A fast twin's questions and turns are embedded by different encoders, whose cosines
+        with the turns are read through different maps.
+        """
+        return text in self._asked
 
     def stage(self, embedder: Embedder, turns: Sequence[Turn]) -> None:
         """Embed ``turns``' contents and user messages in one batch for the next :meth:`take`.
@@ -73,6 +83,7 @@ class ForestVectors:
         for key, vector in staged.items():
             cache = self.contents if key.startswith("c:") else self.queries
             cache[key[2:]] = vector
+            self._asked.discard(key[2:])
 
     def drop_staged(self) -> None:
         """Forget the vectors staged for turns that will not be added."""

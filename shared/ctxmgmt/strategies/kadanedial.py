@@ -14,7 +14,7 @@ from ctxmgmt.components.embedding_cache import EmbeddingCache
 from ctxmgmt.components.embedding_calls import embed_queries
 from ctxmgmt.components.embedding_checks import restored_vectors
 from ctxmgmt.components.llm_call import bound_input
-from ctxmgmt.components.static_turns import StaticTurns
+from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, StaticTurns, map_cosines
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
 from ctxmgmt.messages.types import Turn
@@ -48,14 +48,9 @@ COMMON_SHARE = 0.5
 embedding (LoCoMo dev: the speakers' names, which every rendered turn carries)."""
 MIN_TURNS_FOR_COMMON = 16
 """Fewest past turns for which a word's share of turns is trusted (below: one query embedding)."""
-STATIC_COSINE_MAP = (1.147, 0.042)
-"""(scale, shift) taking the cosine of a MiniLM question and a turn's static-encoder vector to
-MiniLM's cosine of the two: their means and standard deviations matched on LoCoMo dev (4
-dialogues, 240 questions, every turn: static 0.156 +/- 0.094, MiniLM 0.221 +/- 0.108,
-correlation 0.76). Scored on MiniLM's scale, the static vectors take KadaneDial's tuned
-sharpening and ``tau`` as MiniLM's do."""
 QUESTION_TAU_SHIFT = 0.02
-"""Added to ``tau`` when turns are scored through :data:`STATIC_COSINE_MAP` (the fast twin asked
+"""Added to ``tau`` when turns are scored through
+:data:`~ctxmgmt.components.static_turns.STATIC_COSINE_MAP` (the fast twin asked
 by MiniLM questions). LoCoMo dev, every turn waiting, evidence recall at the share of the
 history's tokens: tau 0.54 0.915 at 12.0% (0.52: 0.916 at 12.4%; 0.57: 0.912 at 11.5%; the
 cosines unmapped and tau 0.42: 0.913 at 12.6%); MiniLM over every turn, derived first: 0.921 at
@@ -399,8 +394,9 @@ class KadaneDialTwin(KadaneDialStrategy):
 
     Holds every turn with the shipped static encoder's vectors (hundreds of turns in a call) and
     answers for its ``source`` until the source has derived every turn. MiniLM questions score
-    the static vectors through :data:`STATIC_COSINE_MAP`, with ``tau`` raised by
-    :data:`QUESTION_TAU_SHIFT`; the rest (parameters, BM25 term, budget order) is the source's.
+    the static vectors through :data:`~ctxmgmt.components.static_turns.STATIC_COSINE_MAP`, with
+    ``tau`` raised by :data:`QUESTION_TAU_SHIFT`; the rest (parameters, BM25 term, budget order)
+    is the source's.
     It never reads the source's partly derived turns, so an answer given while the source
     derives is the same however far derivation has got (LoCoMo dev, scoring the derived share
     with MiniLM instead and the rest static: 0.910-0.921 evidence recall as that share went
@@ -423,8 +419,7 @@ class KadaneDialTwin(KadaneDialStrategy):
         """The static vectors' cosines, through :data:`STATIC_COSINE_MAP` when MiniLM asks."""
         if self.cosine_map is None:
             return None
-        scale, shift = self.cosine_map
-        return dot_rows(self.matrix, vector).astype(np.float64) * scale + shift
+        return map_cosines(dot_rows(self.matrix, vector), self.cosine_map)
 
     def current_tau(self) -> float:
         """The gain shift: ``tau`` plus ``tau_shift``."""

@@ -7,7 +7,12 @@ import numpy as np
 from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.components.embedder_protocol import Embedder
 from ctxmgmt.components.static_embedder import static_embedder
-from ctxmgmt.components.static_turns import StaticTurns
+from ctxmgmt.components.static_turns import (
+    STATIC_COSINE_MAP,
+    STATIC_PAIR_COSINE_MAP,
+    StaticTurns,
+    map_cosines,
+)
 
 
 def test_turns_go_to_the_static_encoder_and_questions_to_their_own_embedder() -> None:
@@ -41,3 +46,17 @@ def test_max_tokens_pools_only_the_start_of_a_turn() -> None:
     assert np.allclose(short.embed([start + rest]), short.embed([start]))
     assert not np.allclose(StaticTurns(questions).embed([start + rest]), static_embedder().embed([start]))
     assert short.name == f"{static_embedder().name}/{pieces}+questions"
+
+
+def test_map_cosines_puts_them_on_another_scale_or_leaves_them() -> None:
+    cosines = np.array([0.0, 0.5, 1.0], dtype=np.float32)
+    assert map_cosines(cosines, None) is cosines
+    mapped = map_cosines(cosines, (2.0, -0.5))
+    assert mapped.dtype == np.float64 and np.allclose(mapped, [-0.5, 0.5, 1.5])
+
+
+def test_static_cosines_read_on_minilms_scale() -> None:
+    # the static encoder rates two messages more alike than MiniLM, a question and a turn less
+    pair_scale, pair_shift = STATIC_PAIR_COSINE_MAP
+    question_scale, question_shift = STATIC_COSINE_MAP
+    assert pair_scale > 0 and pair_shift < 0 and question_scale > 0 and question_shift > 0

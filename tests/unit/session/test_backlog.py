@@ -8,18 +8,13 @@ import pytest
 import ctxmgmt.session.backlog as backlog_module
 from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.components.decider import EmbeddedDecider
-from ctxmgmt.components.static_turns import StaticTurns
+from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, StaticTurns
 from ctxmgmt.messages.history import group_turns
 from ctxmgmt.messages.types import Message, Turn, chain_hashes
 from ctxmgmt.scoring.kadane import TUNED_TAU
 from ctxmgmt.session.backlog import RECENT_TURNS, BacklogIndex
 from ctxmgmt.strategies.discourse_tree import DiscourseTreeStrategy
-from ctxmgmt.strategies.kadanedial import (
-    QUESTION_TAU_SHIFT,
-    STATIC_COSINE_MAP,
-    KadaneDialStrategy,
-    KadaneDialTwin,
-)
+from ctxmgmt.strategies.kadanedial import QUESTION_TAU_SHIFT, KadaneDialStrategy, KadaneDialTwin
 from ctxmgmt.strategies.swin import SWinStrategy
 from tests.helpers import TOPICS
 from tests.unit.session.test_conversation import Clock

@@ -745,6 +745,35 @@ def test_the_fast_twin_keeps_the_config_and_counter_with_offline_components(hash
     assert with_questions.llm_calls == 0
 
 
+def test_a_twin_reads_each_cosine_on_the_scale_of_the_deciders_thresholds(hashing_embedder, monkeypatch):
+    from ctxmgmt.app.testing import HashingEmbedder
+    from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, STATIC_PAIR_COSINE_MAP
+    from ctxmgmt.strategies import discourse_tree as module
+
+    maps: list[tuple[str, object]] = []
+    real = module.plan_query
+
+    def spy(forest, decider, query, q, **kwargs):
+        maps.append((query, kwargs["cosine_map"]))
+        return real(forest, decider, query, q, **kwargs)
+
+    monkeypatch.setattr(module, "plan_query", spy)
+    strategy = make(embedder=hashing_embedder)
+    feed(strategy, ROME[:2])
+    assert (strategy.turn_map, strategy.question_map) == (None, None)  # MiniLM's own scale
+    assert {m for _, m in maps} == {None}
+    assert strategy.fast_twin().turn_map is None  # the static memory's twin: the same forest
+    twin = strategy.fast_twin(HashingEmbedder(dim=384))
+    assert (twin.turn_map, twin.question_map) == (STATIC_PAIR_COSINE_MAP, STATIC_COSINE_MAP)
+    maps.clear()
+    twin.add_many(strategy.turns)  # turns placed by their static vectors
+    assert [m for _, m in maps] == [STATIC_PAIR_COSINE_MAP] * len(strategy.turns)
+    maps.clear()
+    twin.select(ROME[2])  # a question embedded by the question embedder
+    assert maps == [(ROME[2], STATIC_COSINE_MAP)]
+    assert twin._cosine_map(ROME[2]) == STATIC_COSINE_MAP
+
+
 def test_a_strategy_names_no_twin_by_default():
     from ctxmgmt import SWinStrategy
     from ctxmgmt.app.testing import HashingEmbedder

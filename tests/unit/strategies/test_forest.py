@@ -110,6 +110,18 @@ def test_topic_views_read_user_messages_and_whole_turns():
     assert queries.shape == contents.shape == (5, DIM)
 
 
+def test_a_cosine_map_puts_every_cosine_a_decision_reads_on_another_scale():
+    f, q, cosine_map = grown(), unit(2), (2.0, -0.5)
+    plain_sims, plain = f.node_similarities(q), f.topic_views(q)
+    mapped_sims = f.node_similarities(q, cosine_map)  # not the cached unmapped ones
+    for before, after in zip(plain_sims, mapped_sims, strict=True):
+        assert np.allclose(after, before * 2.0 - 0.5)
+    assert np.allclose(f.node_similarities(q)[0], plain_sims[0])  # the map is part of the cache key
+    for before, after in zip(plain, f.topic_views(q, cosine_map=cosine_map), strict=True):
+        for field in ("similarity", "recent", "best", "window", "content"):
+            assert getattr(after, field) == pytest.approx(getattr(before, field) * 2.0 - 0.5)
+
+
 def test_short_openings_after_an_instruction_are_linked():
     f = new_forest()  # follow-on: <= 3 words; instruction: >= 5 words
     f.place(0, create("write a long blog post about Rome"), unit(0), unit(0), "blog")

@@ -70,3 +70,15 @@ def test_restore_checks_and_caches_the_saved_vectors():
         ForestVectors().restore(
             embedder, {"embeddings": [[1.0, 0.0], [0.0, 1.0]]}, turns
         )  # dimension 2, not 4
+
+
+def test_asked_tells_a_question_vector_from_a_turns_own():
+    embedder, vectors = HashingEmbedder(), ForestVectors()
+    vectors.query(embedder, "Rome in May")  # asked before the turn arrives
+    assert vectors.asked("Rome in May") and not vectors.asked("hotels")
+    vectors.take(embedder, [turn(0, "Rome in May"), turn(1, "hotels")])
+    assert vectors.asked("Rome in May")  # its cached question vector places the turn
+    assert not vectors.asked("hotels")  # embedded with the turns
+    for i in range(QUERY_CACHE + 1):  # the question's vector is dropped from the cache
+        vectors.query(embedder, f"question {i}")
+    assert "Rome in May" not in vectors.queries and not vectors.asked("Rome in May")

@@ -7,10 +7,10 @@ import pytest
 
 from ctxmgmt import KadaneDialStrategy, Message, group_turns
 from ctxmgmt.app.testing import HashingEmbedder
-from ctxmgmt.components.static_turns import StaticTurns
+from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, StaticTurns
 from ctxmgmt.scoring.kadane import TUNED_TAU
 from ctxmgmt.scoring.vectors import dot_rows
-from ctxmgmt.strategies.kadanedial import QUESTION_TAU_SHIFT, STATIC_COSINE_MAP, KadaneDialTwin
+from ctxmgmt.strategies.kadanedial import QUESTION_TAU_SHIFT, KadaneDialTwin
 from tests.helpers import TOPICS
 
 QUESTION = "car engine rattling exhaust mechanic"

@@ -764,10 +764,12 @@ class TestKVStateStore(StoreContract):
 
 
 @pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_an_adapter_closes_the_postgres_pool_it_opened_from_a_dsn(
-    framework: str, pg_dsn: str, postgres_dsn: str, hashing_embedder: Any
+    framework: str, mode: str, pg_dsn: str, postgres_dsn: str, hashing_embedder: Any
 ) -> None:
-    """``close()`` releases the connections of a store given as a DSN: none is left on the server."""
+    """``close()`` (or, used from async code, ``await aclose()``) releases the connections of a
+    store given as a DSN: none is left on the server, and a later call says closed."""
     import psycopg
     from langchain.agents import create_agent
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -785,71 +787,44 @@ def test_an_adapter_closes_the_postgres_pool_it_opened_from_a_dsn(
             row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,))
             return int(row.fetchone()[0])  # type: ignore[index]
 
+    said = HumanMessage("My cat is Miso.")
     if framework == "langchain":
         adapter: Any = KadaneDialMiddleware(embedder=hashing_embedder, store=dsn)
         model = GenericFakeChatModel(messages=iter([AIMessage("Noted.")] * 2))
         agent = create_agent(model, [], middleware=[adapter])
 
         def use() -> None:
-            agent.invoke({"messages": [HumanMessage("My cat is Miso.")]})
+            agent.invoke({"messages": [said]})
+
+        async def ause() -> None:
+            await agent.ainvoke({"messages": [said]})
     else:
         adapter = KadaneDialMemory.from_defaults(embed_model=hashing_embedder, store=dsn)
 
         def use() -> None:
-            adapter.put(ChatMessage(role="user", content="My cat is Miso."))
+            adapter.put(ChatMessage(role="user", content=said.text))
             adapter.get()
 
-    use()
-    assert connections() >= 1
-    adapter.close()
-    assert connections() == 0
-    with pytest.raises(ConfigurationError, match="closed"):
+        async def ause() -> None:
+            await adapter.aput(ChatMessage(role="user", content=said.text))
+            await adapter.aget()
+
+    if mode == "sync":
         use()
-
-
-@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
-def test_aclose_in_async_code_leaves_no_postgres_connection(
-    framework: str, pg_dsn: str, postgres_dsn: str, hashing_embedder: Any
-) -> None:
-    """An adapter used from async code (``ainvoke``, ``aget``) and closed by ``await aclose()``."""
-    import psycopg
-    from langchain.agents import create_agent
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, HumanMessage
-    from llama_index.core.base.llms.types import ChatMessage
-
-    from langchain_ctxmgmt import KadaneDialMiddleware
-    from llamaindex_ctxmgmt import KadaneDialMemory
-
-    name = f"aclose-{uuid.uuid4().hex[:8]}"
-    dsn = f"{pg_dsn} application_name={name}"
-
-    def connections() -> int:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,))
-            return int(row.fetchone()[0])  # type: ignore[index]
+        assert connections() >= 1
+        adapter.close()
+        assert connections() == 0
+        with pytest.raises(ConfigurationError, match="closed"):
+            use()
+        return
 
     async def scenario() -> None:
-        if framework == "langchain":
-            adapter: Any = KadaneDialMiddleware(embedder=hashing_embedder, store=dsn)
-            model = GenericFakeChatModel(messages=iter([AIMessage("Noted.")] * 2))
-            agent = create_agent(model, [], middleware=[adapter])
-
-            async def use() -> None:
-                await agent.ainvoke({"messages": [HumanMessage("My cat is Miso.")]})
-        else:
-            adapter = KadaneDialMemory.from_defaults(embed_model=hashing_embedder, store=dsn)
-
-            async def use() -> None:
-                await adapter.aput(ChatMessage(role="user", content="My cat is Miso."))
-                await adapter.aget()
-
-        await use()
+        await ause()
         assert connections() >= 1
         await adapter.aclose()
         assert connections() == 0
         with pytest.raises(ConfigurationError, match="closed"):
-            await use()
+            await ause()
 
     asyncio.run(scenario())
 

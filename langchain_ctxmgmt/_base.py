@@ -28,6 +28,7 @@ from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.adapter.offload import run_blocking_for
 from ctxmgmt.components.budget import check_budget
 from ctxmgmt.session.conversation import Conversation, ConversationPool
+from ctxmgmt.store import opens_store
 from langchain_ctxmgmt._convert import CODEC, buffer_string
 from langchain_ctxmgmt._history import ListChatMessageHistory
 from langchain_ctxmgmt._inputs import new_messages, query_of
@@ -244,7 +245,7 @@ class StrategyMemory(adapter.SelectionRecord, adapter.Closing, adapter.JsonStrin
                     CODEC,
                     surface="classic",
                     store=store,
-                    owns_store=isinstance(self.store, str),
+                    owns_store=opens_store(self.store),
                     max_conversations=8,
                 )
             sid = (

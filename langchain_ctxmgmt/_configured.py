@@ -28,6 +28,7 @@ from ctxmgmt.session.conversation import (
     Progress,
     Selection,
 )
+from ctxmgmt.store import opens_store
 from ctxmgmt.store.base import StateStore
 from langchain_ctxmgmt._convert import CODEC
 from langchain_ctxmgmt._llm import complete_with
@@ -120,7 +121,7 @@ class ThreadSelection(adapter.SelectionRecord, adapter.Closing):
             surface=self.surface,
             name=self._name,
             store=None if store is None else as_state_store(store),
-            owns_store=isinstance(store, str),
+            owns_store=opens_store(store),
             max_conversations=max_sessions,
         )
         self._pool.get(None)  # builds a strategy: its errors surface now

@@ -14,6 +14,7 @@ from ctxmgmt.adapter.copying import deep_copy
 from ctxmgmt.adapter.kit import AdapterField, add_fields, strategy_of
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.session.conversation import Codec, ConversationPool
+from ctxmgmt.store import opens_store
 from ctxmgmt.strategies.base import Strategy
 from llamaindex_ctxmgmt._llm import complete_with
 from llamaindex_ctxmgmt._store import as_state_store
@@ -46,7 +47,7 @@ def conversation_pool(
         surface=surface,
         name=name,
         store=None if adapter.store is None else as_state_store(adapter.store),
-        owns_store=isinstance(adapter.store, str),
+        owns_store=opens_store(adapter.store),
         max_conversations=adapter.max_sessions,
     )
 

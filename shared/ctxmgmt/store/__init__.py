@@ -50,6 +50,7 @@ __all__ = [
     "StoredSession",
     "TurnEntry",
     "open_store",
+    "opens_store",
 ]
 
 ACCEPTED = (
@@ -131,6 +132,15 @@ def open_store(
     if isinstance(spec, StateStore):
         return CircuitStore(spec)
     raise ConfigurationError(f"unknown store {type(spec).__name__} object; use {ACCEPTED}")
+
+
+def opens_store(spec: object) -> bool:
+    """Whether :func:`open_store` opens a store of its own for ``spec``: a URL or DSN string.
+
+    Its caller owns that store and closes it (an adapter's ``close()``). A store object passed
+    in, wrapped or not, belongs to whoever passed it.
+    """
+    return isinstance(spec, str)
 
 
 def _postgres(conninfo: str) -> StateStore:

@@ -354,9 +354,9 @@ class DiscourseTreeStrategy(Strategy):
                 self._plans.popitem(last=False)
         return plan
 
-    def _topic_views(self, q: np.ndarray, cosine_map: CosineMap | None = None) -> list[TopicView]:
+    def _topic_views(self, q: np.ndarray) -> list[TopicView]:
         """Every tree as the topic decision sees it for the query vector ``q``."""
-        return self._forest.topic_views(q, cosine_map=cosine_map)
+        return self._forest.topic_views(q)
 
     # -- adding turns ----------------------------------------------------------------------------
     def prepare(self, turns: Sequence[Turn]) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 import ctxmgmt.store
 from ctxmgmt.messages.exceptions import ConfigurationError
-from ctxmgmt.store import CircuitStore, InMemoryStore, SQLiteStore, open_store
+from ctxmgmt.store import CircuitStore, InMemoryStore, SQLiteStore, open_store, opens_store
 from ctxmgmt.store.base import StoreError
 
 
@@ -79,3 +79,11 @@ def test_postgres_store_is_imported_on_first_use() -> None:
     assert ctxmgmt.store.PostgresStore is PostgresStore
     with pytest.raises(AttributeError):
         ctxmgmt.store.NoSuchStore  # noqa: B018
+
+
+def test_only_a_store_named_by_a_string_is_opened_for_its_caller_to_close() -> None:
+    assert opens_store("sqlite:///:memory:") and opens_store("postgresql://app@db/app")
+    given = SQLiteStore(":memory:")
+    assert not opens_store(given) and not opens_store(None)
+    assert open_store(given) is not given  # wrapped in a circuit, still the caller's store
+    given.close()

@@ -339,7 +339,7 @@ class DiscourseTreeStrategy(Strategy):
         key = (query, len(self._forest.nodes))
         plan = self._plans.get(key)
         if plan is None:
-            q = self._query_vector(query)
+            q = self._query_vector(query)  # embedded before its map is read: that depends on how
             plan = self._plans[key] = plan_query(
                 self._forest,
                 self.decider,

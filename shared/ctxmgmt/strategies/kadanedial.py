@@ -14,7 +14,7 @@ from ctxmgmt.components.embedding_cache import EmbeddingCache
 from ctxmgmt.components.embedding_calls import embed_queries
 from ctxmgmt.components.embedding_checks import restored_vectors
 from ctxmgmt.components.llm_call import bound_input
-from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, StaticTurns, map_cosines
+from ctxmgmt.components.static_turns import STATIC_TURNS_COSINE_MAP, StaticTurns, map_cosines
 from ctxmgmt.components.tokens import TokenCounter
 from ctxmgmt.messages.context import Context, runs
 from ctxmgmt.messages.types import Turn
@@ -48,13 +48,15 @@ COMMON_SHARE = 0.5
 embedding (LoCoMo dev: the speakers' names, which every rendered turn carries)."""
 MIN_TURNS_FOR_COMMON = 16
 """Fewest past turns for which a word's share of turns is trusted (below: one query embedding)."""
-QUESTION_TAU_SHIFT = 0.02
+QUESTION_TAU_SHIFT = 0.07
 """Added to ``tau`` when turns are scored through
-:data:`~ctxmgmt.components.static_turns.STATIC_COSINE_MAP` (the fast twin asked
-by MiniLM questions). LoCoMo dev, every turn waiting, evidence recall at the share of the
-history's tokens: tau 0.54 0.915 at 12.0% (0.52: 0.916 at 12.4%; 0.57: 0.912 at 11.5%; the
-cosines unmapped and tau 0.42: 0.913 at 12.6%); MiniLM over every turn, derived first: 0.921 at
-11.9%."""
+:data:`~ctxmgmt.components.static_turns.STATIC_TURNS_COSINE_MAP` (the fast twin asked by MiniLM
+questions). LoCoMo dev, every question answered by the twin, no budget, evidence recall at the
+share of the history's tokens, through LlamaIndex ``get`` / the LangChain middleware: 0.02 0.920
+at 12.2% / 0.913 at 13.3%; 0.04 0.915 at 11.9% / 0.910 at 12.8%; 0.07 0.913 at 11.5% / 0.907 at
+12.3%; 0.12 - / 0.901 at 11.4%; 0.16 - / 0.897 at 10.8%. Derived first: 0.921 at 12.0% (``tau``
+raised, 0.915 at 11.5%) / 0.899 at 10.7% (``tau`` lowered, 0.909 at 12.3%). 0.07 keeps both
+surfaces within 0.01 of derived first, and within 0.003 at the same share of tokens."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,15 +395,17 @@ class KadaneDialTwin(KadaneDialStrategy):
     """KadaneDial's fast twin: KadaneDial over every turn's static-encoder vector.
 
     Holds every turn with the shipped static encoder's vectors (hundreds of turns in a call) and
-    answers for its ``source`` until the source has derived every turn. MiniLM questions score
-    the static vectors through :data:`~ctxmgmt.components.static_turns.STATIC_COSINE_MAP`, with
-    ``tau`` raised by :data:`QUESTION_TAU_SHIFT`; the rest (parameters, BM25 term, budget order)
-    is the source's.
+    answers for its ``source`` until the source has derived every turn. Asked by MiniLM
+    questions, it embeds turns through the encoder's ``"turns"`` projection (fitted on turns,
+    :data:`~ctxmgmt.components.static_embedder.PROJECTIONS`) and scores them through
+    :data:`~ctxmgmt.components.static_turns.STATIC_TURNS_COSINE_MAP`, with ``tau`` raised by
+    :data:`QUESTION_TAU_SHIFT`; the rest (parameters, BM25 term, budget order) is the source's.
     It never reads the source's partly derived turns, so an answer given while the source
     derives is the same however far derivation has got (LoCoMo dev, scoring the derived share
     with MiniLM instead and the rest static: 0.910-0.921 evidence recall as that share went
-    from 0 to 95%, not monotone; static throughout: 0.915 at 12.0% of the history's tokens,
-    against 0.921 at 11.9% derived first).
+    from 0 to 95%, not monotone; static throughout, the model's own projection: 0.915 at 12.0% of
+    the history's tokens, against 0.921 at 11.9% derived first; the ``"turns"`` projection: 0.913
+    at 11.5%, against 0.915 derived first at that share).
 
     Args:
         source: The strategy it stands in for (its parameters and token counter).
@@ -410,13 +414,13 @@ class KadaneDialTwin(KadaneDialStrategy):
     """
 
     def __init__(self, source: KadaneDialStrategy, questions: Any = None) -> None:
-        embedder = "static" if questions is None else StaticTurns(questions)
+        embedder = "static" if questions is None else StaticTurns(questions, projection="turns")
         super().__init__(source.config, embedder=embedder, token_counter=source.token_counter)
         self.tau_shift = 0.0 if questions is None else QUESTION_TAU_SHIFT
-        self.cosine_map = None if questions is None else STATIC_COSINE_MAP
+        self.cosine_map = None if questions is None else STATIC_TURNS_COSINE_MAP
 
     def cosines(self, vector: np.ndarray) -> np.ndarray | None:
-        """The static vectors' cosines, through :data:`STATIC_COSINE_MAP` when MiniLM asks."""
+        """The static vectors' cosines, through :data:`STATIC_TURNS_COSINE_MAP` when MiniLM asks."""
         if self.cosine_map is None:
             return None
         return map_cosines(dot_rows(self.matrix, vector), self.cosine_map)

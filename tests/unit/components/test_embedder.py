@@ -153,6 +153,18 @@ def test_warm_up_embeds_once_in_the_background_and_logs_a_failure(caplog):
     assert "model file missing" in caplog.text
 
 
+def test_warm_up_loads_the_static_encoders_turns_projection_too(monkeypatch):
+    from ctxmgmt import warm_up
+    from ctxmgmt.app.testing import HashingEmbedder
+    from ctxmgmt.components import static_embedder
+
+    loaded = []
+    load = static_embedder.load_projection
+    monkeypatch.setattr(static_embedder, "load_projection", lambda *a: loaded.append(a) or load(*a))
+    warm_up(HashingEmbedder(), entities=False)
+    assert loaded  # KadaneDial's twin and the fast index embed turns through it
+
+
 def test_warm_up_loads_spacy_too_and_logs_its_failure(monkeypatch, caplog):
     from ctxmgmt import warm_up
     from ctxmgmt.app.testing import HashingEmbedder

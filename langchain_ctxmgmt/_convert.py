@@ -120,6 +120,8 @@ def content_parts(message: BaseMessage) -> tuple[str, tuple[str, ...]]:
             parts.append(block)
             continue
         block_type = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(block_type, str):  # {"type": [...]}: an unknown block, never a lookup key
+            block_type = None
         if block_type == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
             continue
@@ -241,7 +243,7 @@ def from_ctxmgmt(message: Message) -> BaseMessage:
 def _part_snapshot(part: Any) -> Any:
     if isinstance(part, dict):
         kind = part.get("type")
-        if kind == "text" or kind in _MEDIA_BLOCKS:
+        if isinstance(kind, str) and (kind == "text" or kind in _MEDIA_BLOCKS):
             return (kind, part.get("text"), part.get("mime_type"))
         return args_snapshot(part)
     return part if isinstance(part, str) else args_snapshot(part)

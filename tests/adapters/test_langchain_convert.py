@@ -27,6 +27,7 @@ from langchain_ctxmgmt._convert import (
     CODEC,
     content_text,
     from_ctxmgmt,
+    snapshot,
     to_ctxmgmt,
     to_ctxmgmt_messages,
 )
@@ -163,6 +164,9 @@ def test_a_selection_with_images_respects_the_budget(hashing_embedder):
             "content": [{"type": "text", "text": "Miso is a grey cat."}],
         },
         {"type": "text", "text": None},
+        {"type": []},  # a type that is not a string: unknown, never a lookup key
+        {"type": {"kind": "image"}},
+        {"type": 3, "text": "three"},
     ],
 )
 def test_unknown_blocks_are_carried_as_json_text(block):
@@ -171,6 +175,16 @@ def test_unknown_blocks_are_carried_as_json_text(block):
     converted = to_ctxmgmt(message)
     assert converted.text == "What is this?x\n" + json.dumps(block, ensure_ascii=False)
     assert converted.media == ()
+
+
+@pytest.mark.parametrize("block", [{"type": []}, {"type": {"a": 1}}, {"type": None}])
+@pytest.mark.parametrize("cls", [HumanMessage, AIMessage, ToolMessage])
+def test_a_block_type_that_is_not_a_string_is_carried_and_snapshotted(cls, block):
+    """Found by the hostile-input fuzz test: ``{"type": []}`` raised TypeError (unhashable)."""
+    extra = {"tool_call_id": "c"} if cls is ToolMessage else {}
+    message = cls(content=[{"type": "text", "text": "see"}, block], **extra)
+    assert to_ctxmgmt(message).text == "see\n" + json.dumps(block)
+    assert snapshot(message) == snapshot(copy.deepcopy(message))
 
 
 def test_unknown_block_text_is_bounded_and_never_raises():

